@@ -1,0 +1,28 @@
+"""The app factory: configuration, resources in dependency order, routes. No logic here."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from service.config import Config
+from service.keys import CONFIG
+
+
+def create_app(cfg: Config) -> web.Application:
+    from service import health, metrics
+    from service.auth import setup_auth
+    from service.limits import setup_limits
+    from service.mcp import setup_mcp
+    from service.store.db import pool_ctx
+    from service.tools.setup import setup_tools
+
+    app = web.Application(client_max_size=cfg.limits.max_body_bytes)
+    app[CONFIG] = cfg
+    metrics.setup_metrics(app)  # first: every later resource may record into it
+    app.cleanup_ctx.append(pool_ctx)
+    setup_limits(app)  # Redis connection and the admission limiter
+    setup_auth(app)  # token service, resource metadata, OAuth endpoints
+    setup_tools(app)  # cursor codec
+    setup_mcp(app)  # catalog, sessions, the /mcp endpoint
+    health.setup_health(app)
+    return app

@@ -1,0 +1,1 @@
+"""Operator commands, one module each: `add_parser(subparsers)` and `run(args) -> int`."""

@@ -1,0 +1,262 @@
+"""Service configuration: one frozen object parsed once from an injected mapping.
+
+Every setting is an ``ELOVA_*`` environment variable. ``Config.from_env`` takes any
+``Mapping[str, str]`` so tests pass a dict instead of patching ``os.environ``. A missing
+or malformed value raises ``ConfigError`` naming the variable, and the start stops there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request and rate limits (SEMANTICS §7); defaults are the specification's."""
+
+    global_concurrency: int = 4
+    account_concurrency: int = 2
+    approval_per_minute: int = 60
+    account_per_day: int | None = None
+    request_deadline_seconds: float = 30.0
+    max_body_bytes: int = 32 * 1024
+    max_response_bytes: int = 256 * 1024
+    lease_grace_seconds: float = 5.0
+    expected_replicas: int = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    database_url: str
+    redis_url: str | None = None
+    redis_key_prefix: str = "elova:"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str = "http://127.0.0.1:8080"
+    signing_key_pem: bytes = b""
+    previous_signing_keys_pem: tuple[bytes, ...] = ()
+    metrics_port: int | None = None
+    allowed_origins: tuple[str, ...] = ()
+    db_pool_min: int = 2
+    db_pool_max: int = 10
+    log_level: str = "INFO"
+    access_token_ttl_seconds: int = 300
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def mcp_resource(self) -> str:
+        """The MCP resource identifier: the audience of every access token."""
+        return self.public_url + "/mcp"
+
+    @property
+    def issuer(self) -> str:
+        """The OAuth issuer identifier (this service is its own authorization server)."""
+        return self.public_url
+
+    @property
+    def public_origin(self) -> str:
+        parts = urlsplit(self.public_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, need_key: bool = True) -> Config:
+        """Parse every setting; raise ConfigError naming the first bad variable."""
+        env = os.environ if env is None else env
+        host = _str(env, "ELOVA_HOST", "127.0.0.1")
+        port = _parse(env, "ELOVA_PORT", _port, 8080)
+        public_url = _parse(env, "ELOVA_PUBLIC_URL", _base_url, f"http://{_url_host(host)}:{port}")
+        key = _signing_key(env) if need_key else b""
+        limits = Limits(
+            global_concurrency=_parse(env, "ELOVA_LIMIT_GLOBAL_CONCURRENCY", _positive_int, 4),
+            account_concurrency=_parse(env, "ELOVA_LIMIT_ACCOUNT_CONCURRENCY", _positive_int, 2),
+            approval_per_minute=_parse(env, "ELOVA_LIMIT_APPROVAL_PER_MINUTE", _positive_int, 60),
+            account_per_day=_parse(env, "ELOVA_LIMIT_ACCOUNT_PER_DAY", _positive_int, None),
+            request_deadline_seconds=_parse(
+                env, "ELOVA_REQUEST_DEADLINE_SECONDS", _positive_float, 30.0
+            ),
+            max_body_bytes=_parse(env, "ELOVA_MAX_BODY_BYTES", _positive_int, 32 * 1024),
+            max_response_bytes=_parse(env, "ELOVA_MAX_RESPONSE_BYTES", _positive_int, 256 * 1024),
+            lease_grace_seconds=_parse(env, "ELOVA_LEASE_GRACE_SECONDS", _grace, 5.0),
+            expected_replicas=_parse(env, "ELOVA_EXPECTED_REPLICAS", _positive_int, 1),
+        )
+        return cls(
+            database_url=_required(env, "ELOVA_DATABASE_URL", _db_url),
+            redis_url=_parse(env, "ELOVA_REDIS_URL", _redis_url, None),
+            redis_key_prefix=_str(env, "ELOVA_REDIS_KEY_PREFIX", "elova:"),
+            host=host,
+            port=port,
+            public_url=public_url,
+            signing_key_pem=key,
+            previous_signing_keys_pem=_previous_keys(env),
+            metrics_port=_parse(env, "ELOVA_METRICS_PORT", _port, None),
+            allowed_origins=_parse(env, "ELOVA_ALLOWED_ORIGINS", _origins, ()),
+            db_pool_min=_parse(env, "ELOVA_DB_POOL_MIN", _positive_int, 2),
+            db_pool_max=_parse(env, "ELOVA_DB_POOL_MAX", _positive_int, 10),
+            log_level=_parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
+            access_token_ttl_seconds=_parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
+            limits=limits,
+        )
+
+
+def _str(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip()
+    return value or default
+
+
+def _parse(env: Mapping[str, str], name: str, conv: Callable[[str], T], default: T) -> T:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return conv(raw)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{name} is malformed: {err}") from err
+
+
+def _required(env: Mapping[str, str], name: str, conv: Callable[[str], T]) -> T:
+    raw = env.get(name, "").strip()
+    if not raw:
+        raise ConfigError(f"{name} is required but not set")
+    return _parse(env, name, conv, conv(raw))
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError(f"expected a whole number >= 1, got {raw!r}")
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"expected a positive number of seconds, got {raw!r}")
+    return value
+
+
+def _grace(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value <= 5:
+        raise ValueError("the lease grace is at most 5 seconds (SEMANTICS §7)")
+    return value
+
+
+def _token_ttl(raw: str) -> int:
+    value = int(raw)
+    if not 1 <= value <= 300:
+        raise ValueError("access tokens last at most 300 seconds")
+    return value
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 65535:
+        raise ValueError(f"not a TCP port: {raw!r}")
+    return value
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _base_url(raw: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"expected an http(s) base URL such as https://mcp.example.com, got {raw!r}")
+    if parts.query or parts.fragment:
+        raise ValueError("the public URL takes no query or fragment")
+    return raw.rstrip("/")
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    out = []
+    for item in raw.split(","):
+        item = item.strip().rstrip("/")
+        if not item:
+            continue
+        parts = urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+            raise ValueError(f"expected origins like https://app.example.com, got {item!r}")
+        out.append(item)
+    return tuple(out)
+
+
+def _db_url(raw: str) -> str:
+    if urlsplit(raw).scheme not in ("postgres", "postgresql"):
+        raise ValueError("expected a postgresql:// URL")
+    return raw
+
+
+def _redis_url(raw: str) -> str:
+    if urlsplit(raw).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("expected a redis://, rediss:// or unix:// URL")
+    return raw
+
+
+def _log_level(raw: str) -> str:
+    level = raw.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("expected DEBUG, INFO, WARNING or ERROR")
+    return level
+
+
+def _signing_key(env: Mapping[str, str]) -> bytes:
+    inline = env.get("ELOVA_SIGNING_KEY", "").strip()
+    path = env.get("ELOVA_SIGNING_KEY_FILE", "").strip()
+    if inline and path:
+        raise ConfigError("set ELOVA_SIGNING_KEY or ELOVA_SIGNING_KEY_FILE, not both")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                pem = fh.read()
+        except OSError as err:
+            raise ConfigError(f"ELOVA_SIGNING_KEY_FILE cannot be read: {err.strerror}") from err
+        name = "ELOVA_SIGNING_KEY_FILE"
+    elif inline:
+        pem, name = inline.encode(), "ELOVA_SIGNING_KEY"
+    else:
+        raise ConfigError("ELOVA_SIGNING_KEY_FILE or ELOVA_SIGNING_KEY is required but not set")
+    _check_pem(name, pem)
+    return pem
+
+
+def _previous_keys(env: Mapping[str, str]) -> tuple[bytes, ...]:
+    """Verification-only keys kept during a rotation (ELOVA_PREVIOUS_SIGNING_KEY_FILES)."""
+    raw = env.get("ELOVA_PREVIOUS_SIGNING_KEY_FILES", "").strip()
+    keys = []
+    for path in filter(None, (p.strip() for p in raw.split(","))):
+        try:
+            with open(path, "rb") as fh:
+                pem = fh.read()
+        except OSError as err:
+            raise ConfigError(
+                f"ELOVA_PREVIOUS_SIGNING_KEY_FILES: {path} cannot be read: {err.strerror}"
+            ) from err
+        _check_pem("ELOVA_PREVIOUS_SIGNING_KEY_FILES", pem)
+        keys.append(pem)
+    return tuple(keys)
+
+
+def _check_pem(name: str, pem: bytes) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        key = load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{name} is not an unencrypted PEM private key") from err
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return
+    raise ConfigError(f"{name} must be an Ed25519 or EC P-256 private key")

@@ -1,0 +1,181 @@
+"""The exception tree and its wire codes: every module raises these, one place answers them.
+
+    ElovaError
+    ├── ProtocolError            JSON-RPC error response (code, message, data, HTTP status)
+    │   ├── ParseError           -32700, HTTP 400
+    │   ├── InvalidRequest       -32600, HTTP 400
+    │   ├── MethodNotFound       -32601, HTTP 404 (2026-07-28) / 200 with error (sessions)
+    │   ├── InvalidParams        -32602, HTTP 200 with error (unknown tool, bad params shape)
+    │   ├── HeaderMismatch       -32020, HTTP 400
+    │   └── UnsupportedProtocolVersion  -32022, HTTP 400
+    ├── HttpRefusal              a plain HTTP answer before JSON-RPC: 403 origin, 404 session, 413 …
+    ├── AuthError                401 with WWW-Authenticate (missing, invalid or expired token)
+    │   └── InsufficientScope    403 insufficient_scope
+    ├── LimitExceeded            429 with Retry-After; JSON-RPC error naming the limit
+    └── ToolError                a tool result with isError: true, `CODE: message`, _meta
+        ├── ValidationError      VALIDATION_ERROR (argument, bound, UUID, zone, cursor)
+        ├── NotFound             NOT_FOUND (not granted, or not in that workspace)
+        ├── CursorStale          MCP_CURSOR_STALE (fixed text)
+        ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
+        └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
+
+Messages never carry stack traces, SQL, secrets or another tenant's data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ElovaError(Exception):
+    """Base of every error this service answers deliberately."""
+
+
+class ProtocolError(ElovaError):
+    code: int = -32603
+    http_status: int = 200
+
+    def __init__(self, message: str, *, data: Any = None, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        if http_status is not None:
+            self.http_status = http_status
+
+
+class ParseError(ProtocolError):
+    code = -32700
+    http_status = 400
+
+
+class InvalidRequest(ProtocolError):
+    code = -32600
+    http_status = 400
+
+
+class MethodNotFound(ProtocolError):
+    code = -32601
+
+
+class InvalidParams(ProtocolError):
+    code = -32602
+
+
+class HeaderMismatch(ProtocolError):
+    code = -32020
+    http_status = 400
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    code = -32022
+    http_status = 400
+
+
+class HttpRefusal(ElovaError):
+    """An HTTP-level refusal with an optional JSON-RPC error body that has no id."""
+
+    def __init__(
+        self, status: int, message: str, *, code: int = -32600, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.headers = headers or {}
+
+
+class AuthError(ElovaError):
+    """401: the bearer token is missing, malformed, expired or no longer backed by an approval."""
+
+    status = 401
+    error = "invalid_token"
+
+    def __init__(self, description: str, *, error: str | None = None) -> None:
+        super().__init__(description)
+        self.description = description
+        if error is not None:
+            self.error = error
+
+
+class InsufficientScope(AuthError):
+    status = 403
+    error = "insufficient_scope"
+
+    def __init__(self, description: str, *, required_scope: str) -> None:
+        super().__init__(description)
+        self.required_scope = required_scope
+
+
+class LimitExceeded(ElovaError):
+    """429: over a concurrency cap or a rate budget. `limit` names which one."""
+
+    def __init__(self, limit: str, retry_after_seconds: int, message: str | None = None) -> None:
+        super().__init__(message or f"Too many requests: the {limit} limit is reached")
+        self.limit = limit
+        self.retry_after_seconds = max(1, int(retry_after_seconds))
+        self.message = str(self)
+
+
+class ToolError(ElovaError):
+    """A tool that cannot answer: `CODE: message` text plus machine-readable _meta."""
+
+    code: str = "INTERNAL"
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        retry_after_seconds: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.retry_after_seconds = retry_after_seconds
+
+    @property
+    def text(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+        }
+        if self.hint is not None:
+            out["hint"] = self.hint
+        if self.retry_after_seconds is not None:
+            out["retryAfterSeconds"] = self.retry_after_seconds
+        return out
+
+
+class ValidationError(ToolError):
+    code = "VALIDATION_ERROR"
+
+
+class NotFound(ToolError):
+    code = "NOT_FOUND"
+
+
+STALE_CURSOR_MESSAGE = "Read settings changed. Restart without a cursor."
+
+
+class CursorStale(ToolError):
+    code = "MCP_CURSOR_STALE"
+
+    def __init__(self) -> None:
+        super().__init__(
+            STALE_CURSOR_MESSAGE, hint="Call the tool again with the same filters and no cursor."
+        )
+
+
+class Unavailable(ToolError):
+    code = "UNAVAILABLE"
+    retryable = True
+
+
+class DeadlineExceeded(ToolError):
+    code = "DEADLINE_EXCEEDED"
+    retryable = True

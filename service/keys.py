@@ -1,0 +1,34 @@
+"""Typed application and request keys: the only way to reach shared resources."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    import asyncpg
+    import redis.asyncio as aioredis
+
+    from service.auth.caller import Caller
+    from service.auth.tokens import TokenService
+    from service.config import Config
+    from service.limits.admission import Admission
+    from service.mcp.catalog import Catalog
+    from service.mcp.sessions import SessionStore
+    from service.metrics import Metrics
+    from service.tools.cursors import CursorCodec
+
+CONFIG: web.AppKey[Config] = web.AppKey("config")
+DB_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_pool")
+REDIS: web.AppKey[aioredis.Redis | None] = web.AppKey("redis")
+CATALOG: web.AppKey[Catalog] = web.AppKey("catalog")
+TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
+CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")
+ADMISSION: web.AppKey[Admission] = web.AppKey("admission")
+METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
+SESSIONS: web.AppKey[SessionStore] = web.AppKey("sessions")
+
+# Per request: the authenticated caller, set by the bearer check on /mcp.
+CALLER: web.RequestKey[Caller] = web.RequestKey("caller")
+REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id")

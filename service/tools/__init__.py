@@ -1,0 +1,16 @@
+"""The nine read-only tools: one module a tool family, each exporting `TOOLS`."""
+
+from __future__ import annotations
+
+from service.tools.base import Tool
+
+
+def all_tools() -> dict[str, Tool]:
+    """Every tool by name, in catalog order. Modules are imported here, not at import time."""
+    from service.tools import executions, instances, stats, sync_jobs, workflows, workspaces
+
+    found: dict[str, Tool] = {}
+    for module in (workspaces, instances, stats, sync_jobs, executions, workflows):
+        for tool in module.TOOLS:
+            found[tool.name] = tool
+    return found

@@ -1,0 +1,127 @@
+"""What every tool shares: its declaration, the per-call context, argument types and decoding.
+
+A tool is a params Struct (msgspec validates the arguments against it, mirroring the
+catalog's inputSchema), an async handler returning an output Struct, and the scope it needs.
+The transport authenticates, checks the scope, decodes the arguments, runs the handler under
+the deadline and encodes the result; handlers only read records and shape them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Generic, TypeVar
+from uuid import UUID
+
+import asyncpg
+import msgspec
+
+from service.auth.caller import Caller
+from service.errors import NotFound, ValidationError
+from service.tools.cursors import CursorCodec
+
+P = TypeVar("P", bound=msgspec.Struct)
+
+# Patterns end in \Z, not $: Python's $ also matches before a final newline (ECMA's does not).
+UUID_PATTERN = (
+    r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}"
+    r"|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)\Z"
+)
+UuidArg = Annotated[str, msgspec.Meta(pattern=UUID_PATTERN)]
+_LimitInt = Annotated[int, msgspec.Meta(ge=1, le=50)]
+_LimitFloat = Annotated[float, msgspec.Meta(ge=1, le=50)]
+# JSON Schema integers include 5.0; Params.__post_init__ turns integral floats into int.
+LimitArg = _LimitInt | _LimitFloat
+TimeZoneArg = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+Period = Annotated[str, msgspec.Meta(pattern=r"^(today|7d|30d|all)\Z")]
+
+
+class Params(msgspec.Struct, forbid_unknown_fields=True, frozen=False):
+    """Base of every tool's arguments: unknown arguments are rejected."""
+
+    def __post_init__(self) -> None:
+        limit = getattr(self, "limit", None)
+        if isinstance(limit, float):
+            if not limit.is_integer():
+                raise ValueError("`limit` must be a whole number from 1 to 50")
+            self.limit = int(limit)
+
+
+class Output(msgspec.Struct, omit_defaults=True):
+    """Base of every output Struct. Optional fields default to msgspec.UNSET (omitted)."""
+
+
+@dataclass
+class ToolContext:
+    """What a handler may use for one call."""
+
+    pool: asyncpg.Pool
+    caller: Caller
+    cursors: CursorCodec
+    now: datetime  # one instant per call (UTC, aware): asOf and period windows use it
+    max_response_bytes: int
+    response_overhead: int  # bytes of the JSON-RPC envelope around the tool result
+
+    def workspace_role(self, workspace_id: UUID) -> str:
+        """The caller's role in an eligible workspace, else NOT_FOUND (indistinguishable)."""
+        role = self.caller.role_in(workspace_id)
+        if role is None:
+            raise NotFound("No such workspace is granted to this connection.")
+        return role
+
+    def fits(self, structured: bytes) -> bool:
+        """Whether a result with this structuredContent stays within the response bound.
+
+        The result carries the JSON twice: as structuredContent and as a text block. Raw JSON
+        from msgspec holds no control characters, so the text copy escapes only `"` and `\\`
+        and is at most twice as long: most pages are decided without a second encoding.
+        """
+        budget = self.max_response_bytes - self.response_overhead
+        if 3 * len(structured) <= budget:
+            return True
+        text = msgspec.json.encode(structured.decode("utf-8"))
+        return len(structured) + len(text) <= budget
+
+
+Handler = Callable[[ToolContext, Any], Awaitable[msgspec.Struct]]
+
+
+@dataclass(frozen=True)
+class Tool(Generic[P]):
+    name: str
+    scope: str
+    params: type[P]
+    handler: Callable[[ToolContext, P], Awaitable[msgspec.Struct]]
+
+    def decode(self, raw_arguments: bytes) -> P:
+        """Decode and validate `arguments` (raw JSON) or raise VALIDATION_ERROR naming the field."""
+        try:
+            return msgspec.json.decode(raw_arguments, type=self.params)
+        except msgspec.ValidationError as err:
+            raise ValidationError(_friendly(str(err)), hint=_HINT) from err
+        except msgspec.DecodeError as err:
+            raise ValidationError("The arguments are not valid JSON.", hint=_HINT) from err
+
+
+_HINT = "Send only the arguments the tool's inputSchema declares, with their types and bounds."
+_AT = re.compile(r"^(?P<msg>.*?) - at `\$\.(?P<path>[^`]*)`$")
+
+
+def _friendly(message: str) -> str:
+    """msgspec's 'Expected `int` >= 1 - at `$.limit`' → 'limit: expected `int` >= 1'."""
+    match = _AT.match(message)
+    if match:
+        msg = match.group("msg")
+        return f"`{match.group('path')}`: {msg[:1].lower()}{msg[1:]}"
+    if message.startswith("Object "):
+        return "The arguments o" + message[1:].replace("Object", "bject", 1)
+    if message.startswith("Expected `object`"):
+        return "The arguments must be a JSON object."
+    return message
+
+
+def parse_uuid(value: str) -> UUID:
+    """A validated UUID argument (pattern already checked) as a UUID; output is lowercase."""
+    return UUID(value)

@@ -1,0 +1,81 @@
+"""Fixtures shared by every test: one fresh database and Redis prefix per run, keys, the app.
+
+Tests that change records take `db_pool` and clean up what they add (or use their own
+workspace ids); the database itself is dropped at the end of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from service.config import Config
+from tests.support.keys import ed25519_pem
+from tests.support.services import (
+    REDIS_URL,
+    TestDatabase,
+    create_database,
+    drop_database,
+    new_redis_prefix,
+)
+
+
+@pytest.fixture(scope="session")
+def test_database() -> Iterator[TestDatabase]:
+    db = asyncio.run(create_database())
+    yield db
+    asyncio.run(drop_database(db))
+
+
+@pytest.fixture(scope="session")
+def signing_key_pem() -> bytes:
+    return ed25519_pem()
+
+
+@pytest.fixture(scope="session")
+def redis_prefix() -> str:
+    return new_redis_prefix()
+
+
+@pytest.fixture
+def make_config(
+    test_database: TestDatabase, signing_key_pem: bytes, redis_prefix: str
+) -> Callable[..., Config]:
+    """Build a Config the way `serve` does, from an env mapping; keyword overrides are
+    ELOVA_* variables without the prefix, e.g. make_config(LIMIT_GLOBAL_CONCURRENCY="8")."""
+
+    def build(**overrides: Any) -> Config:
+        env = {
+            "ELOVA_DATABASE_URL": test_database.dsn,
+            "ELOVA_REDIS_URL": REDIS_URL,
+            "ELOVA_REDIS_KEY_PREFIX": redis_prefix,
+            "ELOVA_SIGNING_KEY": signing_key_pem.decode(),
+            "ELOVA_PUBLIC_URL": "http://127.0.0.1:8080",
+            "ELOVA_DB_POOL_MIN": "1",
+        }
+        for key, value in overrides.items():
+            name = key if key.startswith("ELOVA_") else f"ELOVA_{key}"
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = str(value)
+        return Config.from_env(env)
+
+    return build
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config()
+
+
+@pytest.fixture
+async def db_pool(test_database: TestDatabase) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(test_database.dsn, min_size=1, max_size=4)
+    assert pool is not None
+    yield pool
+    await pool.close()

@@ -1,0 +1,1 @@
+"""Shared test support: real PostgreSQL and Redis, keys, snapshots, clients."""

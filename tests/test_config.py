@@ -1,0 +1,69 @@
+"""Configuration is parsed once, loudly: a bad setting names its variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.config import Config, ConfigError
+from tests.support.keys import ed25519_pem, p256_pem
+
+BASE = {"ELOVA_DATABASE_URL": "postgresql://postgres@127.0.0.1/x"}
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**BASE, "ELOVA_SIGNING_KEY": ed25519_pem().decode(), **extra}
+
+
+def test_defaults() -> None:
+    cfg = Config.from_env(env())
+    assert (cfg.host, cfg.port) == ("127.0.0.1", 8080)
+    assert cfg.public_url == "http://127.0.0.1:8080"
+    assert cfg.mcp_resource == "http://127.0.0.1:8080/mcp"
+    assert cfg.redis_url is None
+    limits = cfg.limits
+    assert (limits.global_concurrency, limits.account_concurrency) == (4, 2)
+    assert limits.approval_per_minute == 60 and limits.account_per_day is None
+    assert (limits.max_body_bytes, limits.max_response_bytes) == (32768, 262144)
+    assert limits.request_deadline_seconds == 30
+
+
+def test_public_url_trailing_slash_is_dropped() -> None:
+    cfg = Config.from_env(env(ELOVA_PUBLIC_URL="https://mcp.example.com/"))
+    assert cfg.mcp_resource == "https://mcp.example.com/mcp"
+
+
+def test_p256_key_is_accepted() -> None:
+    Config.from_env({**BASE, "ELOVA_SIGNING_KEY": p256_pem().decode()})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ELOVA_PORT", "eighty"),
+        ("ELOVA_PORT", "70000"),
+        ("ELOVA_PUBLIC_URL", "mcp.example.com"),
+        ("ELOVA_REDIS_URL", "http://redis"),
+        ("ELOVA_LIMIT_GLOBAL_CONCURRENCY", "0"),
+        ("ELOVA_REQUEST_DEADLINE_SECONDS", "-1"),
+        ("ELOVA_MAX_BODY_BYTES", "lots"),
+        ("ELOVA_SIGNING_KEY", "not a pem"),
+    ],
+)
+def test_malformed_setting_names_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        Config.from_env(env(**{variable: value}))
+
+
+def test_missing_database_url_is_named() -> None:
+    with pytest.raises(ConfigError, match="ELOVA_DATABASE_URL"):
+        Config.from_env({"ELOVA_SIGNING_KEY": ed25519_pem().decode()})
+
+
+def test_missing_signing_key_is_named() -> None:
+    with pytest.raises(ConfigError, match="ELOVA_SIGNING_KEY"):
+        Config.from_env(BASE)
+
+
+def test_unreadable_key_file_is_named(tmp_path: object) -> None:
+    with pytest.raises(ConfigError, match="ELOVA_SIGNING_KEY_FILE"):
+        Config.from_env({**BASE, "ELOVA_SIGNING_KEY_FILE": "/nonexistent/key.pem"})
