@@ -109,11 +109,19 @@ class InsufficientScope(AuthError):
 class LimitExceeded(ElovaError):
     """429: over a concurrency cap or a rate budget. `limit` names which one."""
 
-    def __init__(self, limit: str, retry_after_seconds: int, message: str | None = None) -> None:
+    def __init__(
+        self,
+        limit: str,
+        retry_after_seconds: int,
+        message: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message or f"Too many requests: the {limit} limit is reached")
         self.limit = limit
         self.retry_after_seconds = max(1, int(retry_after_seconds))
         self.message = str(self)
+        self.headers = headers or {}  # e.g. RateLimit-Policy / RateLimit for the 429
 
 
 class ToolError(ElovaError):
