@@ -1,0 +1,87 @@
+"""Output pieces shared by several tools: coverage, reference cost, cost coverage.
+
+Coverage (SEMANTICS §2): `firstObservedAt` is the earliest `observedAt` of the records the
+tool reads (executions or workflows) in scope; `lastSuccessfulSyncAt` the latest `lastSyncAt`
+of the instances in scope; `executionsTruncated` when an instance in scope has
+`historyComplete` false; `workflowsTruncated` when one has `workflowInventoryTruncated` true;
+`partial` is always true. Scope is the workspace, or the one instance named by instanceId.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+from uuid import UUID
+
+import asyncpg
+import msgspec
+
+from service.tools.base import Output
+from service.tools.shaping import format_amount, format_instant
+
+
+class Coverage(Output):
+    firstObservedAt: str | None
+    lastSuccessfulSyncAt: str | None
+    workflowsTruncated: bool
+    executionsTruncated: bool
+    partial: bool = True
+
+    def __post_init__(self) -> None:
+        self.partial = True
+
+
+class Cost(Output):
+    amount: str
+    currency: str = "USD"
+    kind: str = "estimated"
+    basis: str = "openrouter"
+
+
+def cost_of(amount: Decimal) -> Cost:
+    return Cost(amount=format_amount(amount))
+
+
+class CostCoverage(Output):
+    state: str
+    pricedComponents: int
+    unresolvedComponents: int
+    excludedComponents: int
+    observations: int
+    missingMappingObservations: int | msgspec.UnsetType = msgspec.UNSET
+
+
+Records = Literal["executions", "workflows"]
+
+_INSTANCE_SIDE = """
+    SELECT max(last_sync_at) AS last_sync,
+           coalesce(bool_or(NOT history_complete), false) AS executions_truncated,
+           coalesce(bool_or(workflow_inventory_truncated), false) AS workflows_truncated
+      FROM instances
+     WHERE workspace_id = $1 AND ($2::uuid IS NULL OR id = $2)
+"""
+_FIRST_OBSERVED = {
+    "executions": """
+        SELECT min(observed_at) FROM executions
+         WHERE workspace_id = $1 AND ($2::uuid IS NULL OR instance_id = $2)""",
+    "workflows": """
+        SELECT min(observed_at) FROM workflows
+         WHERE workspace_id = $1 AND ($2::uuid IS NULL OR instance_id = $2)""",
+}
+
+
+async def coverage(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    workspace_id: UUID,
+    instance_id: UUID | None,
+    records: Records,
+) -> Coverage:
+    side = await conn.fetchrow(_INSTANCE_SIDE, workspace_id, instance_id)
+    first = await conn.fetchval(_FIRST_OBSERVED[records], workspace_id, instance_id)
+    assert side is not None
+    return Coverage(
+        firstObservedAt=None if first is None else format_instant(first),
+        lastSuccessfulSyncAt=None if side["last_sync"] is None else format_instant(side["last_sync"]),
+        workflowsTruncated=bool(side["workflows_truncated"]),
+        executionsTruncated=bool(side["executions_truncated"]),
+    )
