@@ -50,7 +50,11 @@ class Params(msgspec.Struct, forbid_unknown_fields=True, frozen=False):
 
 
 class Output(msgspec.Struct, omit_defaults=True):
-    """Base of every output Struct. Optional fields default to msgspec.UNSET (omitted)."""
+    """Base of every output Struct. Optional fields default to msgspec.UNSET (omitted).
+
+    Because of omit_defaults, a REQUIRED field must never have a default value (not even a
+    constant like `partial: bool = True`): it would vanish from the output when equal to it.
+    """
 
 
 @dataclass

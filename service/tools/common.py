@@ -20,26 +20,28 @@ from service.tools.base import Output
 from service.tools.shaping import format_amount, format_instant
 
 
+# Output Structs omit fields equal to their default (omit_defaults=True, so that optional
+# fields set to msgspec.UNSET disappear). Required fields therefore never have a default,
+# even constant ones: they are passed explicitly.
+
+
 class Coverage(Output):
     firstObservedAt: str | None
     lastSuccessfulSyncAt: str | None
+    partial: bool
     workflowsTruncated: bool
     executionsTruncated: bool
-    partial: bool = True
-
-    def __post_init__(self) -> None:
-        self.partial = True
 
 
 class Cost(Output):
     amount: str
-    currency: str = "USD"
-    kind: str = "estimated"
-    basis: str = "openrouter"
+    currency: str
+    kind: str
+    basis: str
 
 
 def cost_of(amount: Decimal) -> Cost:
-    return Cost(amount=format_amount(amount))
+    return Cost(amount=format_amount(amount), currency="USD", kind="estimated", basis="openrouter")
 
 
 class CostCoverage(Output):
@@ -82,6 +84,7 @@ async def coverage(
     return Coverage(
         firstObservedAt=None if first is None else format_instant(first),
         lastSuccessfulSyncAt=None if side["last_sync"] is None else format_instant(side["last_sync"]),
+        partial=True,
         workflowsTruncated=bool(side["workflows_truncated"]),
         executionsTruncated=bool(side["executions_truncated"]),
     )
