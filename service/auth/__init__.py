@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from service.auth import metadata
+from service.auth.tokens import TokenService
+from service.keys import CONFIG, TOKENS
+
 
 def setup_auth(app: web.Application) -> None:
-    """STUB: replaced by the authorization work."""
+    """Token service in app[TOKENS]; resource metadata and JWKS routes."""
+    app[TOKENS] = TokenService(app[CONFIG])
+    metadata.add_routes(app)

@@ -1,0 +1,49 @@
+"""Public discovery documents: RFC 9728 protected-resource metadata and the JWKS.
+
+Both are public and identical for every replica, so they carry a short cache lifetime and
+allow any origin: browser-based MCP clients fetch them cross-origin before signing in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from service.auth.bearer import METADATA_PATH
+from service.auth.caller import ALL_SCOPES
+from service.keys import CONFIG, TOKENS
+
+RESOURCE_NAME = "Elova"
+_PUBLIC_HEADERS = {
+    "Cache-Control": "public, max-age=300",
+    "Access-Control-Allow-Origin": "*",
+}
+
+
+def protected_resource_metadata(resource: str, issuer: str) -> dict[str, Any]:
+    return {
+        "resource": resource,
+        "authorization_servers": [issuer],
+        "scopes_supported": list(ALL_SCOPES),
+        "bearer_methods_supported": ["header"],
+        "resource_name": RESOURCE_NAME,
+    }
+
+
+async def resource_metadata(request: web.Request) -> web.Response:
+    cfg = request.app[CONFIG]
+    body = protected_resource_metadata(cfg.mcp_resource, cfg.issuer)
+    return web.json_response(body, headers=_PUBLIC_HEADERS)
+
+
+async def jwks(request: web.Request) -> web.Response:
+    return web.json_response(request.app[TOKENS].jwks(), headers=_PUBLIC_HEADERS)
+
+
+def add_routes(app: web.Application) -> None:
+    # RFC 9728 §3.1 inserts the well-known segment before the resource's path ("/mcp");
+    # the bare path serves clients that look there first.
+    app.router.add_get("/.well-known/oauth-protected-resource", resource_metadata)
+    app.router.add_get(METADATA_PATH, resource_metadata)
+    app.router.add_get("/.well-known/jwks.json", jwks)

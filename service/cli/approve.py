@@ -1,0 +1,191 @@
+"""`elova-mcp approve`: the operator grants an account's approval and gets its tokens.
+
+    elova-mcp approve --account EMAIL --workspace UUID [--workspace UUID …]
+                      [--scope "workspaces:read n8n:read"] [--expires 1d|7d|30d]
+                      [--client-name NAME] [--client-id ID]
+    elova-mcp approve --list --account EMAIL
+    elova-mcp approve --revoke APPROVAL_ID
+
+Granting prints exactly one JSON object on stdout: approvalId, accessToken, refreshToken,
+expiresIn. Without --client-id each run makes a client of its own, so each run is a new
+approval. A refusal exits 1 with one line on stderr and nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from service.auth.approvals import (
+    ApprovalRefused,
+    IssuedTokens,
+    active_approvals,
+    create_operator_client,
+    grant_approval,
+    issue_tokens,
+    revoke_approval,
+)
+from service.auth.caller import ALL_SCOPES
+from service.auth.tokens import TokenService
+from service.config import Config
+
+DEFAULT_CLIENT_NAME = "elova-mcp approve"
+DEFAULT_EXPIRY = "7d"
+_PROG = "elova-mcp approve"
+
+
+class ApproveOutput(msgspec.Struct, rename="camel"):
+    approval_id: str
+    access_token: str
+    refresh_token: str
+    expires_in: int
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "approve",
+        help="approve an account's access for a client and print its tokens",
+        description="Grant (or with --list / --revoke, inspect or end) an approval.",
+    )
+    p.add_argument("--account", metavar="EMAIL", help="the account's email")
+    p.add_argument(
+        "--workspace", metavar="UUID", action="append", default=[], help="repeat for each"
+    )
+    p.add_argument("--scope", default=" ".join(ALL_SCOPES), help="space-separated scopes")
+    p.add_argument("--expires", default=DEFAULT_EXPIRY, metavar="1d|7d|30d")
+    p.add_argument("--client-name", default=DEFAULT_CLIENT_NAME, metavar="NAME")
+    p.add_argument("--client-id", metavar="ID", help="approve this registered client instead")
+    p.add_argument("--list", action="store_true", help="list the account's active approvals")
+    p.add_argument("--revoke", metavar="APPROVAL_ID", help="revoke this approval")
+
+
+def _parse_uuid(raw: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ApprovalRefused(f"{raw!r} is not a {what} id (a UUID)") from None
+
+
+async def _account_id(conn: asyncpg.Connection, email: str) -> uuid.UUID:
+    found: uuid.UUID | None = await conn.fetchval(
+        "SELECT id FROM accounts WHERE lower(email) = lower($1)", email
+    )
+    if found is None:
+        raise ApprovalRefused(f"no account with email {email}")
+    return found
+
+
+async def approve(
+    db: asyncpg.Pool | asyncpg.Connection,
+    cfg: Config,
+    *,
+    account: str,
+    workspaces: Sequence[str | uuid.UUID],
+    scope: str = " ".join(ALL_SCOPES),
+    expires: str = DEFAULT_EXPIRY,
+    client_name: str = DEFAULT_CLIENT_NAME,
+    client_id: str | None = None,
+    tokens: TokenService | None = None,
+) -> IssuedTokens:
+    """Grant an approval for the account (by email) and issue its first tokens.
+
+    Everything happens in one transaction: a refusal leaves no client or approval behind.
+    """
+    ids = [w if isinstance(w, uuid.UUID) else _parse_uuid(w, "workspace") for w in workspaces]
+    tokens = tokens or TokenService(cfg)
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as conn:
+            return await _approve(
+                conn, tokens, account, ids, scope, expires, client_name, client_id
+            )
+    return await _approve(db, tokens, account, ids, scope, expires, client_name, client_id)
+
+
+async def _approve(
+    conn: asyncpg.Connection,
+    tokens: TokenService,
+    account: str,
+    workspace_ids: list[uuid.UUID],
+    scope: str,
+    expires: str,
+    client_name: str,
+    client_id: str | None,
+) -> IssuedTokens:
+    async with conn.transaction():
+        account_id = await _account_id(conn, account)
+        if client_id is None:
+            client_id = await create_operator_client(conn, client_name)
+        approval = await grant_approval(
+            conn,
+            account_id=account_id,
+            client_id=client_id,
+            workspace_ids=workspace_ids,
+            scopes=scope,
+            expires=expires,
+        )
+        return await issue_tokens(conn, tokens, approval)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.revoke and not args.account:
+        sys.stderr.write(f"{_PROG}: --account is required\n")
+        return 2
+    # Listing and revoking sign nothing, so they work without the signing key.
+    cfg = Config.from_env(need_key=not (args.revoke or args.list))
+    return asyncio.run(_run(cfg, args))
+
+
+async def _run(cfg: Config, args: argparse.Namespace) -> int:
+    try:
+        conn = await asyncpg.connect(cfg.database_url)
+    except (OSError, asyncpg.PostgresError) as err:
+        sys.stderr.write(f"{_PROG}: cannot reach PostgreSQL: {err}\n")
+        return 1
+    try:
+        out = await _command(conn, cfg, args)
+    except ApprovalRefused as err:
+        sys.stderr.write(f"{_PROG}: {err.message}\n")
+        return 1
+    except asyncpg.UndefinedTableError:
+        sys.stderr.write(f"{_PROG}: the database has no schema yet; run `elova-mcp migrate`\n")
+        return 1
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+        sys.stderr.write(f"{_PROG}: database error: {type(err).__name__}\n")
+        return 1
+    finally:
+        await conn.close()
+    sys.stdout.write(msgspec.json.encode(out).decode() + "\n")
+    return 0
+
+
+async def _command(conn: asyncpg.Connection, cfg: Config, args: argparse.Namespace) -> Any:
+    if args.revoke:
+        approval_id = _parse_uuid(args.revoke, "approval")
+        if not await revoke_approval(conn, approval_id, reason="operator"):
+            raise ApprovalRefused(f"no unrevoked approval with id {approval_id}")
+        return {"approvalId": str(approval_id), "revoked": True}
+    if args.list:
+        return {"approvals": await active_approvals(conn, await _account_id(conn, args.account))}
+    issued = await approve(
+        conn,
+        cfg,
+        account=args.account,
+        workspaces=args.workspace,
+        scope=args.scope,
+        expires=args.expires,
+        client_name=args.client_name,
+        client_id=args.client_id,
+    )
+    return ApproveOutput(
+        approval_id=str(issued.approval_id),
+        access_token=issued.access_token,
+        refresh_token=issued.refresh_token,
+        expires_in=issued.expires_in,
+    )
