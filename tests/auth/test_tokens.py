@@ -3,6 +3,7 @@ with a challenge that names the resource metadata, and the failure is counted.""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -205,10 +206,10 @@ async def test_previous_key_still_verifies_and_kid_is_the_jwk_thumbprint(
     old_cfg = make_config(SIGNING_KEY=old_pem.decode())
     old = TokenService(old_cfg)
     token, expires_in = old.issue_access_token(
-        account_id=__import__("uuid").uuid4(),
+        account_id=uuid.uuid4(),
         client_id="c",
         scopes=["n8n:read"],
-        approval_id=__import__("uuid").uuid4(),
+        approval_id=uuid.uuid4(),
         generation=1,
     )
     assert expires_in == 300
@@ -232,7 +233,6 @@ def test_rfc7638_thumbprint_of_a_known_key() -> None:
 
 
 def test_token_never_outlives_what_backs_it(tokens: TokenService) -> None:
-    import uuid
 
     t = now()
     token, expires_in = tokens.issue_access_token(

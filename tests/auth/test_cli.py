@@ -1,0 +1,134 @@
+"""`elova-mcp approve` end to end, in a subprocess, against the test database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from service.auth.approvals import ApprovalRefused
+from service.cli.approve import approve
+from service.config import Config
+from tests.auth.helpers import AuthApp, SeedFn
+
+ELOVA = Path(sys.executable).with_name("elova-mcp")
+
+
+async def _cli(config: Config, *args: str, key: bool = True) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELOVA_")}
+    env["ELOVA_DATABASE_URL"] = config.database_url
+    env["ELOVA_PUBLIC_URL"] = config.public_url
+    if key:
+        env["ELOVA_SIGNING_KEY"] = config.signing_key_pem.decode()
+    proc = await asyncio.create_subprocess_exec(
+        str(ELOVA),
+        "approve",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_approve_prints_one_json_object_with_working_tokens(
+    config: Config, seed: SeedFn, auth_app: AuthApp, db_pool: asyncpg.Pool
+) -> None:
+    who = await seed(2)
+    args = ["--account", who.email.upper(), "--expires", "1d"]
+    for w in who.workspaces:
+        args += ["--workspace", str(w).upper()]
+    code, out, err = await _cli(config, *args)
+    assert (code, err) == (0, "")
+    assert out.count("\n") == 1
+    body: dict[str, Any] = json.loads(out)
+    assert set(body) == {"approvalId", "accessToken", "refreshToken", "expiresIn"}
+    assert body["expiresIn"] == 300
+    resp = await auth_app.client.get(
+        "/mcp", headers={"Authorization": f"Bearer {body['accessToken']}"}
+    )
+    assert resp.status == 200
+    assert set((await resp.json())["eligible"]) == {str(w) for w in who.workspaces}
+
+    # Each run is a new approval, for a new client of the operator's own.
+    code, again, _ = await _cli(config, *args, "--client-name", "second run")
+    assert code == 0
+    assert json.loads(again)["approvalId"] != body["approvalId"]
+    names = await db_pool.fetch(
+        """SELECT c.client_name, c.kind FROM approvals a JOIN oauth_clients c USING (client_id)
+            WHERE a.account_id = $1 ORDER BY a.created_at""",
+        who.account_id,
+    )
+    assert [(r["client_name"], r["kind"]) for r in names] == [
+        ("elova-mcp approve", "operator"),
+        ("second run", "operator"),
+    ]
+
+    # --list shows both; --revoke ends one and the token stops working.
+    code, listed, _ = await _cli(config, "--list", "--account", who.email, key=False)
+    assert code == 0 and len(json.loads(listed)["approvals"]) == 2
+    code, revoked, _ = await _cli(config, "--revoke", body["approvalId"], key=False)
+    assert code == 0 and json.loads(revoked) == {"approvalId": body["approvalId"], "revoked": True}
+    resp = await auth_app.client.get(
+        "/mcp", headers={"Authorization": f"Bearer {body['accessToken']}"}
+    )
+    assert resp.status == 401
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--workspace", "FOREIGN"], "not a member of workspace"),
+        (["--workspace", "not-a-uuid"], "'not-a-uuid' is not a workspace id"),
+        (["--scope", "n8n:write"], "unknown scope n8n:write"),
+        (["--expires", "365d"], "expiry '365d' is not offered"),
+        (["--client-id", "nope"], "no registered client with id nope"),
+    ],
+)
+async def test_refusals_exit_1_with_one_line_and_no_stdout(
+    config: Config, seed: SeedFn, db_pool: asyncpg.Pool, extra: list[str], message: str
+) -> None:
+    who = await seed(1)
+    extra = [str(who.foreign_workspace) if x == "FOREIGN" else x for x in extra]
+    args = ["--account", who.email, "--workspace", str(who.workspaces[0]), *extra]
+    code, out, err = await _cli(config, *args)
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1 and message in err
+    # A refusal leaves nothing behind, not even the operator client.
+    assert (
+        await db_pool.fetchval(
+            "SELECT count(*) FROM approvals WHERE account_id = $1", who.account_id
+        )
+        == 0
+    )
+
+
+async def test_unknown_account_and_revoke(config: Config) -> None:
+    code, out, err = await _cli(
+        config, "--account", "nobody@example.test", "--workspace", str(uuid.uuid4())
+    )
+    assert (code, out) == (1, "")
+    assert "no account with email nobody@example.test" in err
+    code, out, err = await _cli(config, "--revoke", str(uuid.uuid4()), key=False)
+    assert (code, out) == (1, "")
+    assert "no unrevoked approval" in err
+
+
+async def test_in_process_approve_refuses_like_the_command(
+    config: Config, db_pool: asyncpg.Pool, seed: SeedFn
+) -> None:
+    who = await seed(1)
+    issued = await approve(db_pool, config, account=who.email, workspaces=who.workspaces)
+    assert issued.scope == "n8n:read workspaces:read"
+    with pytest.raises(ApprovalRefused, match="at least one workspace"):
+        await approve(db_pool, config, account=who.email, workspaces=[])
