@@ -1,9 +1,24 @@
-"""MCP over streamable HTTP (STUB: replaced by the transport work)."""
+"""MCP over streamable HTTP on `/mcp`: catalog, sessions and the endpoint (SEMANTICS §8)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from service.keys import CATALOG, CONFIG, SESSIONS
+
 
 def setup_mcp(app: web.Application) -> None:
-    pass
+    from service.mcp.catalog import Catalog
+    from service.mcp.sessions import SessionStore, derive_session_key
+    from service.mcp.transport import handle
+    from service.tools import all_tools
+
+    cfg = app[CONFIG]
+    catalog = Catalog.load()
+    catalog.bind(all_tools())
+    app[CATALOG] = catalog
+    app[SESSIONS] = SessionStore(
+        derive_session_key(cfg.signing_key_pem),
+        [derive_session_key(pem) for pem in cfg.previous_signing_keys_pem],
+    )
+    app.router.add_route("*", "/mcp", handle)

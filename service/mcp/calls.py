@@ -1,0 +1,145 @@
+"""`tools/call`: look the tool up, check its scope, decode its arguments, run it under the
+deadline, and shape the result (structured output or a tool error) within the response bound.
+
+Error precedence (SEMANTICS §9): unknown tool (JSON-RPC -32602), missing scope (HTTP 403),
+then whatever the arguments and the handler raise. A tool error never carries a traceback,
+SQL or a secret: unexpected failures are logged with the request id and answered -32603.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from service.errors import (
+    DeadlineExceeded,
+    InsufficientScope,
+    InvalidParams,
+    ProtocolError,
+    ToolError,
+    Unavailable,
+)
+from service.keys import CATALOG, CONFIG, CURSORS, DB_POOL, METRICS
+from service.mcp import protocol as p
+from service.mcp.rpc import Answer, Call, decode_params, modern_meta
+from service.tools.base import ToolContext
+
+log = logging.getLogger(__name__)
+
+# Failures of the connection to PostgreSQL (not of a query): the read can be retried.
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+)
+
+
+class ResponseTooLarge(ProtocolError):
+    """A result over the response bound that the tool could not shorten (a bug: logged)."""
+
+
+async def call_tool(call: Call) -> Answer:
+    params = decode_params(call, p.CallToolParams)
+    catalog = call.app[CATALOG]
+    tool = catalog.tool(params.name) if params.name in catalog else None
+    if tool is None:
+        raise InvalidParams(f"Unknown tool: {params.name}")
+    if tool.scope not in call.caller.scopes:
+        call.app[METRICS].auth_failed("insufficient_scope")
+        raise InsufficientScope(
+            f"The {tool.name} tool needs the {tool.scope} scope, which this approval lacks.",
+            required_scope=tool.scope,
+        )
+    raw_arguments = bytes(params.arguments) if isinstance(params.arguments, msgspec.Raw) else b"{}"
+    cfg = call.app[CONFIG]
+    limit = cfg.limits.max_response_bytes
+    try:
+        arguments = tool.decode(raw_arguments)
+        ctx = ToolContext(
+            pool=call.app[DB_POOL],
+            caller=call.caller,
+            cursors=call.app[CURSORS],
+            now=datetime.now(UTC),
+            max_response_bytes=limit,
+            response_overhead=response_overhead(call),
+        )
+        output = await _run(call, tool.handler, ctx, arguments, cfg.limits.request_deadline_seconds)
+    except ToolError as err:
+        return Answer(_tool_error(call, err), outcome=f"tool_error:{err.code}", tool=tool.name)
+    structured = msgspec.json.encode(output)
+    body = p.result_body(call.id, _success(call, structured))
+    if len(body) > limit:
+        log.error(
+            "tool %s produced %d bytes, over the %d-byte response bound",
+            tool.name,
+            len(body),
+            limit,
+            extra={"request_id": call.request_id},
+        )
+        raise ResponseTooLarge("Internal error")
+    return Answer(body, tool=tool.name)
+
+
+async def _run(call: Call, handler: Any, ctx: ToolContext, arguments: Any, deadline: float) -> Any:
+    try:
+        async with asyncio.timeout(deadline):
+            return await handler(ctx, arguments)
+    except ToolError:
+        raise
+    except (TimeoutError, asyncpg.QueryCanceledError) as err:
+        raise DeadlineExceeded(
+            f"The request did not finish within {deadline:g} seconds.",
+            hint="Retry, or narrow the request (a smaller limit or period).",
+        ) from err
+    except _CONNECTION_ERRORS as err:
+        log.warning(
+            "tool %s: database unavailable: %r",
+            call.method,
+            err,
+            extra={"request_id": call.request_id},
+        )
+        raise Unavailable(
+            "The record store is unavailable right now.",
+            hint="Retry the same read shortly.",
+            retry_after_seconds=1,
+        ) from err
+
+
+def _success(call: Call, structured: bytes) -> p.CallToolResult:
+    result = p.CallToolResult(
+        content=[p.TextContent(text=structured.decode("utf-8"))],
+        structured_content=msgspec.Raw(structured),
+        is_error=False,
+    )
+    if call.modern:
+        result.result_type = p.COMPLETE
+        result.meta = modern_meta()
+    return result
+
+
+def _tool_error(call: Call, err: ToolError) -> bytes:
+    meta = err.meta()
+    result = p.CallToolResult(
+        content=[p.TextContent(text=err.text)],
+        is_error=True,
+        meta=modern_meta(meta) if call.modern else meta,
+    )
+    if call.modern:
+        result.result_type = p.COMPLETE
+    return p.result_body(call.id, result)
+
+
+def response_overhead(call: Call) -> int:
+    """Bytes of the success response around structuredContent and the text block's JSON
+    string: `ToolContext.fits` adds both to this and compares with the response bound."""
+    probe = _success(call, b"0")
+    probe.content = [p.TextContent(text="")]
+    # b"0" stands for the structured JSON (1 byte) and "" for the text string (2 bytes).
+    return len(p.result_body(call.id, probe)) - 3

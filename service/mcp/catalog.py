@@ -1,0 +1,64 @@
+"""The tool catalog served by `tools/list`: elova-tools.json, parsed and encoded once.
+
+The file beside this module is a copy of the product contract (spec/elova-tools.json);
+`tools/list` answers exactly its tools, in its order, with the five members MCP defines.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+import msgspec
+
+from service.tools.base import Tool
+
+log = logging.getLogger(__name__)
+
+CATALOG_FILE = "elova-tools.json"
+
+
+class CatalogTool(msgspec.Struct, rename="camel"):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    annotations: dict[str, Any]
+
+
+class _Document(msgspec.Struct):
+    tools: list[CatalogTool]
+
+
+class Catalog:
+    """The tools in catalog order and their pre-encoded `tools` array."""
+
+    def __init__(self, document: bytes) -> None:
+        parsed = msgspec.json.decode(document, type=_Document)
+        self.tools: tuple[CatalogTool, ...] = tuple(parsed.tools)
+        self.names: tuple[str, ...] = tuple(t.name for t in self.tools)
+        # Encoded once: every tools/list embeds these bytes as they are.
+        self.tools_json = msgspec.Raw(msgspec.json.encode(list(self.tools)))
+        self.implementations: dict[str, Tool[Any]] = {}
+
+    @classmethod
+    def load(cls) -> Catalog:
+        return cls(resources.files("service.mcp").joinpath(CATALOG_FILE).read_bytes())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def bind(self, implemented: Mapping[str, Tool[Any]]) -> None:
+        """Attach the tool modules' implementations; log (once, at start) any drift."""
+        self.implementations = {n: implemented[n] for n in self.names if n in implemented}
+        missing = [n for n in self.names if n not in implemented]
+        extra = sorted(set(implemented) - set(self.names))
+        if missing:
+            log.warning("catalog tools without an implementation: %s", ", ".join(missing))
+        if extra:
+            log.warning("implemented tools missing from the catalog (not served): %s", extra)
+
+    def tool(self, name: str) -> Tool[Any] | None:
+        return self.implementations.get(name)

@@ -1,0 +1,88 @@
+"""HTTP-level checks of `/mcp` before any JSON is read: Origin/Host, Accept, Content-Type,
+and the bounded body read. Each is a pure function of headers (or a capped read)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from service.config import Config
+
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+_JSON_RANGES = frozenset({"application/json", "application/*", "*/*"})
+
+
+def allowed_origins(cfg: Config) -> frozenset[str]:
+    return frozenset(o.lower() for o in (cfg.public_origin, *cfg.allowed_origins))
+
+
+def allowed_hosts(cfg: Config) -> frozenset[str]:
+    """Host names (ports aside) a request may be addressed to. A loopback public URL admits
+    every loopback name: a rebinding page can make a browser send its own name, never these."""
+    found = {h for o in (cfg.public_origin, *cfg.allowed_origins) if (h := _hostname(o))}
+    if found & _LOOPBACK:
+        found |= _LOOPBACK
+    return frozenset(found)
+
+
+def origin_ok(origin: str | None, cfg: Config) -> bool:
+    """No Origin (not a browser) is fine; a present one must be a configured origin."""
+    return origin is None or origin.rstrip("/").lower() in allowed_origins(cfg)
+
+
+def host_ok(host: str | None, cfg: Config) -> bool:
+    if host is None:
+        return True
+    name = _hostname("//" + host)
+    return name is not None and name in allowed_hosts(cfg)
+
+
+def _hostname(url: str) -> str | None:
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
+        return None
+
+
+def accepts_json(accept: str | None) -> bool:
+    """Absent Accept means anything; otherwise a range covering application/json, not q=0."""
+    if accept is None or not accept.strip():
+        return True
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        if media.lower() not in _JSON_RANGES:
+            continue
+        if any(_is_q_zero(param) for param in params):
+            continue
+        return True
+    return False
+
+
+def _is_q_zero(param: str) -> bool:
+    name, _, value = param.partition("=")
+    if name.strip().lower() != "q":
+        return False
+    try:
+        return float(value.strip()) == 0
+    except ValueError:
+        return False
+
+
+def is_json_content(request: web.Request) -> bool:
+    return "Content-Type" in request.headers and request.content_type == "application/json"
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes | None:
+    """The body, or None when it is over `limit` bytes: Content-Length is checked first, and a
+    chunked body is read at most one byte past the bound."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    body = bytearray()
+    while True:
+        chunk = await request.content.read(limit + 1 - len(body))
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > limit:
+            return None

@@ -1,0 +1,158 @@
+"""The JSON-RPC 2.0 envelope and the MCP result shapes, as msgspec Structs encoded once.
+
+Requests keep `params` raw and decode it into each method's Struct. Results carry the
+2026-07-28 fields (`resultType`, `ttlMs`, `cacheScope`, `_meta` serverInfo) only when the
+request is modern: session clients validate results against their own revision.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+RequestId = int | str
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# Application codes (outside the JSON-RPC reserved range) that mirror the HTTP status of
+# refusals the protocol defines no code for; clients act on the status.
+UNAUTHORIZED = 401
+FORBIDDEN = 403
+TOO_MANY_REQUESTS = 429
+
+COMPLETE = "complete"
+
+
+class Envelope(msgspec.Struct):
+    """One JSON-RPC request or notification (no `id`). `id: null` is refused: MCP forbids it."""
+
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: RequestId | None | UnsetType = UNSET
+    params: msgspec.Raw | UnsetType = UNSET
+
+
+class RequestParams(msgspec.Struct, kw_only=True):
+    """Params every method accepts; unknown members are ignored (extensions may add some)."""
+
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
+
+
+class ListParams(RequestParams, kw_only=True):
+    cursor: str | None | UnsetType = UNSET
+
+
+class CallToolParams(RequestParams, kw_only=True):
+    name: str
+    arguments: msgspec.Raw | UnsetType = UNSET
+
+
+class InitializeParams(RequestParams, kw_only=True, rename="camel"):
+    protocol_version: str
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    client_info: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+# ---- results ---------------------------------------------------------------------------
+
+
+class Implementation(msgspec.Struct):
+    name: str
+    version: str
+
+
+class _Modern(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
+    """Fields a 2026-07-28 result carries; UNSET (omitted) for session revisions."""
+
+    result_type: str | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
+
+
+class _Cacheable(_Modern, kw_only=True):
+    ttl_ms: int | UnsetType = UNSET
+    cache_scope: str | UnsetType = UNSET
+
+
+class DiscoverResult(_Cacheable, kw_only=True):
+    supported_versions: list[str]
+    capabilities: dict[str, Any]
+    instructions: str
+
+
+class InitializeResult(msgspec.Struct, rename="camel"):
+    protocol_version: str
+    capabilities: dict[str, Any]
+    server_info: Implementation
+    instructions: str
+
+
+class EmptyResult(_Modern, kw_only=True):
+    pass
+
+
+class ToolsList(_Cacheable, kw_only=True):
+    tools: msgspec.Raw
+
+
+class ResourcesList(_Cacheable, kw_only=True):
+    resources: list[Any]
+
+
+class ResourceTemplatesList(_Cacheable, kw_only=True):
+    resource_templates: list[Any]
+
+
+class PromptsList(_Cacheable, kw_only=True):
+    prompts: list[Any]
+
+
+class TextContent(msgspec.Struct, kw_only=True):
+    type: str = "text"
+    text: str
+
+
+class CallToolResult(_Modern, kw_only=True):
+    content: list[TextContent]
+    structured_content: msgspec.Raw | UnsetType = UNSET
+    is_error: bool
+
+
+# ---- envelopes -------------------------------------------------------------------------
+
+
+class ResultResponse(msgspec.Struct, kw_only=True):
+    jsonrpc: str = "2.0"
+    id: RequestId
+    result: Any
+
+
+class ErrorObject(msgspec.Struct, omit_defaults=True):
+    code: int
+    message: str
+    data: Any = UNSET
+
+
+class ErrorResponse(msgspec.Struct, kw_only=True):
+    jsonrpc: str = "2.0"
+    id: RequestId | None
+    error: ErrorObject
+
+
+_encoder = msgspec.json.Encoder()
+encode = _encoder.encode
+
+envelope_decoder = msgspec.json.Decoder(Envelope)
+
+
+def result_body(request_id: RequestId, result: Any) -> bytes:
+    return encode(ResultResponse(id=request_id, result=result))
+
+
+def error_body(request_id: RequestId | None, code: int, message: str, data: Any = UNSET) -> bytes:
+    data = UNSET if data is None else data
+    return encode(ErrorResponse(id=request_id, error=ErrorObject(code, message, data)))

@@ -1,0 +1,135 @@
+"""Sessions of the 2025 revisions: self-verifying ids, terminations shared in PostgreSQL.
+
+Wire form of a session id: base64url without padding of
+
+    version (1) | key id (4) | revision index (1) | approval id (16) | expiry (4, unix s)
+    | nonce (8) | HMAC-SHA256 of all before, first 16 bytes
+
+Any replica holding the signing key verifies an id without shared memory. An id is bound to
+the approval it was created under (used with another approval's token it is unknown, 404)
+and expires after `SESSION_TTL_SECONDS`. DELETE records the id's digest in
+`mcp_terminated_sessions`, which every replica consults, so a terminated session is 404
+everywhere until it would have expired anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from uuid import UUID
+
+import asyncpg
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from service.mcp.versions import SESSION_VERSIONS
+
+SESSION_TTL_SECONDS = 24 * 3600
+_FORMAT = 1
+_BODY = struct.Struct(">B4sB16sI8s")
+_MAC_LEN = 16
+_B64URL = re.compile(r"^[A-Za-z0-9_-]{1,200}\Z")
+
+
+def derive_session_key(signing_key_pem: bytes) -> bytes:
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"elova-mcp session", info=b"session key v1"
+    ).derive(signing_key_pem)
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    protocol_version: str
+    approval_id: UUID
+    expires_at: int
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.sha256(self.id.encode("ascii")).digest()
+
+
+class SessionStore:
+    def __init__(
+        self, current: bytes, previous: Sequence[bytes] = (), ttl_seconds: int = SESSION_TTL_SECONDS
+    ) -> None:
+        self._current_id = _key_id(current)
+        self._current = current
+        self._keys = {_key_id(k): k for k in (*previous, current)}
+        self.ttl_seconds = ttl_seconds
+
+    def issue(self, protocol_version: str, approval_id: UUID, now: float | None = None) -> str:
+        expires = int(now if now is not None else time.time()) + self.ttl_seconds
+        body = _BODY.pack(
+            _FORMAT,
+            self._current_id,
+            SESSION_VERSIONS.index(protocol_version),
+            approval_id.bytes,
+            expires,
+            os.urandom(8),
+        )
+        mac = hmac.new(self._current, body, hashlib.sha256).digest()[:_MAC_LEN]
+        return base64.urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
+
+    def verify(
+        self, session_id: str, approval_id: UUID, now: float | None = None
+    ) -> Session | None:
+        """The session this id names for this approval, or None (forged, expired, foreign)."""
+        raw = _strict_b64(session_id)
+        if raw is None or len(raw) != _BODY.size + _MAC_LEN:
+            return None
+        body, mac = raw[: _BODY.size], raw[_BODY.size :]
+        fmt, kid, revision, approval, expires, _nonce = _BODY.unpack(body)
+        key = self._keys.get(kid)
+        if fmt != _FORMAT or key is None or revision >= len(SESSION_VERSIONS):
+            return None
+        expected = hmac.new(key, body, hashlib.sha256).digest()[:_MAC_LEN]
+        if not hmac.compare_digest(mac, expected):
+            return None
+        if expires <= (now if now is not None else time.time()):
+            return None
+        if approval != approval_id.bytes:
+            return None
+        return Session(session_id, SESSION_VERSIONS[revision], approval_id, expires)
+
+    async def is_terminated(self, pool: asyncpg.Pool, session: Session) -> bool:
+        found = await pool.fetchval(
+            "SELECT true FROM mcp_terminated_sessions WHERE session_digest = $1", session.digest
+        )
+        return bool(found)
+
+    async def terminate(self, pool: asyncpg.Pool, session: Session) -> None:
+        async with pool.acquire() as conn:
+            await conn.execute(
+                """INSERT INTO mcp_terminated_sessions (session_digest, expires_at)
+                   VALUES ($1, $2) ON CONFLICT (session_digest) DO NOTHING""",
+                session.digest,
+                datetime.fromtimestamp(session.expires_at, UTC),
+            )
+            # Housekeeping in small bites: rows past their id's expiry prove nothing.
+            await conn.execute(
+                """DELETE FROM mcp_terminated_sessions WHERE session_digest IN (
+                       SELECT session_digest FROM mcp_terminated_sessions
+                       WHERE expires_at < now() LIMIT 100)"""
+            )
+
+
+def _key_id(key: bytes) -> bytes:
+    return hashlib.sha256(b"kid" + key).digest()[:4]
+
+
+def _strict_b64(text: str) -> bytes | None:
+    if not _B64URL.match(text) or len(text) % 4 == 1:
+        return None
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
+        return None
+    return raw
