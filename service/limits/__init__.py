@@ -1,9 +1,36 @@
-"""Admission limits (STUB: replaced by the limits work)."""
+"""Admission limits (SEMANTICS §7): the Redis client and the `Admission` limiter of an app.
+
+`setup_limits(app)` registers two cleanup contexts, in dependency order: the Redis client
+(`app[REDIS]`, None without ELOVA_REDIS_URL), then the admission (`app[ADMISSION]`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from aiohttp import web
+
+from service.keys import ADMISSION, CONFIG, METRICS, REDIS
+from service.limits.redis_client import redis_ctx
+
+
+async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
+    from service.limits.admission import Admission
+
+    cfg = app[CONFIG]
+    admission = Admission(
+        cfg.limits,
+        redis=app[REDIS],
+        key_prefix=cfg.redis_key_prefix,
+        metrics=app[METRICS],
+    )
+    app[ADMISSION] = admission
+    try:
+        yield
+    finally:
+        await admission.close()
 
 
 def setup_limits(app: web.Application) -> None:
-    pass
+    app.cleanup_ctx.append(redis_ctx)
+    app.cleanup_ctx.append(admission_ctx)

@@ -1,0 +1,314 @@
+"""Admission: every request takes its limits before any work, shared by all replicas.
+
+`Admission.acquire(request_id, caller)` returns a `Grant` or raises `LimitExceeded`;
+`Admission.release(grant)` frees its concurrency slots (idempotent). With Redis the whole
+check-and-take is one Lua script (admit.lua, EVALSHA) on Redis time; without Redis, or
+while the circuit breaker holds Redis open, a per-process limiter with this replica's share
+of each cap answers instead (SEMANTICS §7). Entering and leaving that degraded mode is
+logged once each and exported through `Metrics.limiter_degraded`.
+
+Every key of one script call shares one hash slot (`{limits}` hash tag), because the
+script takes the global slot and the account's slot in the same atomic step; see
+docs/decisions/limits.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from uuid import UUID
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError, RedisError
+
+from service.auth.caller import Caller
+from service.config import Limits
+from service.errors import LimitExceeded
+from service.limits.breaker import CircuitBreaker, State
+from service.limits.budget import (
+    ACCOUNT,
+    ACCOUNT_DAILY,
+    APPROVAL,
+    GLOBAL,
+    Budget,
+    Decision,
+)
+from service.limits.local import LocalLimiter
+from service.limits.redis_client import REDIS_TIMEOUT_SECONDS
+from service.metrics import Metrics
+
+log = logging.getLogger("service.limits")
+
+# A compensating release retries at these delays (seconds after the failed admission);
+# after the last one, the lease's own expiry frees the slots.
+_COMPENSATION_DELAYS = (0.0, 0.25, 1.0, 3.0)
+
+
+@dataclass(eq=False, slots=True)
+class Grant:
+    """One admitted request's hold on the limits, until `Admission.release`."""
+
+    request_id: str
+    account_id: UUID
+    approval_id: UUID
+    shared: bool  # True: leases in Redis; False: in this process's limiter
+    budget: Budget
+    released: bool = False
+
+    def headers(self) -> dict[str, str]:
+        """`RateLimit-Policy` / `RateLimit`: the approval's remaining budget."""
+        return self.budget.headers()
+
+
+class _Script:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+        self.sha: str | None = None
+
+
+class Admission:
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        redis: aioredis.Redis | None,
+        key_prefix: str,
+        metrics: Metrics,
+        breaker: CircuitBreaker | None = None,
+        timeout_seconds: float = REDIS_TIMEOUT_SECONDS,
+    ) -> None:
+        self.limits = limits
+        self._redis = redis
+        self._base = f"{key_prefix}{{limits}}:"
+        self._metrics = metrics
+        self._breaker = breaker or CircuitBreaker()
+        self._timeout = timeout_seconds
+        lease_seconds = limits.request_deadline_seconds + limits.lease_grace_seconds
+        self._lease_ms = round(lease_seconds * 1000)
+        self._local = LocalLimiter.share(limits, limits.expected_replicas)
+        self._admit = _Script("admit.lua")
+        self._release = _Script("release.lua")
+        self._background: set[asyncio.Task[None]] = set()
+        self._degraded = False
+
+    @property
+    def degraded(self) -> bool:
+        """True while Redis is configured but the per-process limiter answers instead."""
+        return self._degraded
+
+    @property
+    def local(self) -> LocalLimiter:
+        return self._local
+
+    def keys(self, account_id: UUID, approval_id: UUID) -> list[str]:
+        """The five keys of one script call, all in one hash slot."""
+        b = self._base
+        return [
+            f"{b}global",
+            f"{b}account:{account_id}",
+            f"{b}approval:{approval_id}",
+            f"{b}daily:{account_id}",
+            f"{b}cancelled",
+        ]
+
+    async def acquire(self, request_id: str, caller: Caller) -> Grant:
+        decision: Decision | None = None
+        if self._redis is not None and self._breaker.allow():
+            decision = await self._admit_shared(self._redis, request_id, caller)
+        shared = decision is not None
+        if decision is None:
+            decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
+        if not decision.admitted:
+            raise self._refusal(decision, shared)
+        return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
+
+    async def release(self, grant: Grant) -> None:
+        if grant.released:
+            return
+        grant.released = True
+        if not grant.shared:
+            self._local.release(grant.request_id)
+            return
+        if self._breaker.state is State.CLOSED:
+            await self._release_shared(grant.request_id, grant.account_id, grant.approval_id)
+        else:
+            # Redis is failing: do not make the response wait; the lease bounds the leak.
+            self._spawn(self._release_shared(grant.request_id, grant.account_id, grant.approval_id))
+
+    async def close(self) -> None:
+        """Give pending compensating releases a moment, then stop them."""
+        if self._background:
+            await asyncio.wait(self._background, timeout=0.5)
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    # Redis side -------------------------------------------------------------------------
+
+    async def _admit_shared(
+        self, redis: aioredis.Redis, request_id: str, caller: Caller
+    ) -> Decision | None:
+        """The script's decision, or None when Redis did not answer (then: per process)."""
+        lim = self.limits
+        args = (
+            request_id,
+            lim.global_concurrency,
+            lim.account_concurrency,
+            lim.approval_per_minute,
+            self._lease_ms,
+            lim.account_per_day or 0,
+        )
+        started = time.perf_counter()
+        try:
+            keys = self.keys(caller.account_id, caller.approval_id)
+            reply = await self._call(redis, self._admit, keys, args)
+        except asyncio.CancelledError:
+            # The client went away mid-admission: the script may still run on the server.
+            self._breaker.abandon()
+            self._compensate(request_id, caller.account_id, caller.approval_id)
+            raise
+        except (RedisError, OSError, TimeoutError) as err:
+            self._metrics.redis_call("admit", time.perf_counter() - started, True)
+            self._failed(err)
+            # A timed-out admission may have run (or still run) on the server.
+            self._compensate(request_id, caller.account_id, caller.approval_id)
+            return None
+        self._metrics.redis_call("admit", time.perf_counter() - started, False)
+        self._succeeded()
+        status, limit, retry_ms, milli_tokens, used, reset_ms = (_int_or_str(v) for v in reply)
+        budget = Budget(
+            lim.approval_per_minute,
+            int(milli_tokens) / 1000,
+            lim.account_per_day,
+            int(used),
+            int(reset_ms) / 1000,
+        )
+        if status == -1:
+            log.warning("admission: request id %s reused after its compensation", request_id)
+            return None
+        if status == 1:
+            return Decision(True, budget)
+        return Decision(False, budget, str(limit), int(retry_ms))
+
+    async def _release_shared(
+        self, request_id: str, account_id: UUID, approval_id: UUID, *, compensate: bool = False
+    ) -> bool:
+        """One release call; True when Redis answered."""
+        assert self._redis is not None
+        lim = self.limits
+        args = (
+            request_id,
+            1 if compensate else 0,
+            self._lease_ms,
+            lim.approval_per_minute,
+            lim.account_per_day or 0,
+        )
+        started = time.perf_counter()
+        try:
+            await self._call(self._redis, self._release, self.keys(account_id, approval_id), args)
+        except (RedisError, OSError, TimeoutError) as err:
+            self._metrics.redis_call("release", time.perf_counter() - started, True)
+            if self._breaker.state is State.CLOSED:
+                self._failed(err)
+            return False
+        self._metrics.redis_call("release", time.perf_counter() - started, False)
+        return True
+
+    async def _call(
+        self, redis: aioredis.Redis, script: _Script, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        # Each step is bounded by the client's timeouts; this bounds the whole call (pool,
+        # connect, a reload after NOSCRIPT) so no path can stall a request.
+        async with asyncio.timeout(self._timeout * 3):
+            if script.sha is None:
+                script.sha = await redis.script_load(script.text)
+            try:
+                return await redis.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                # Redis restarted or SCRIPT FLUSH: load once more and retry once.
+                script.sha = await redis.script_load(script.text)
+                return await redis.evalsha(script.sha, len(keys), *keys, *args)
+
+    def _compensate(self, request_id: str, account_id: UUID, approval_id: UUID) -> None:
+        async def run() -> None:
+            waited = 0.0
+            for delay in _COMPENSATION_DELAYS:
+                await asyncio.sleep(delay - waited)
+                waited = delay
+                done = await self._release_shared(
+                    request_id, account_id, approval_id, compensate=True
+                )
+                if done:
+                    return
+
+        self._spawn(run())
+
+    def _spawn(self, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # Breaker and degraded mode ----------------------------------------------------------
+
+    def _failed(self, err: BaseException) -> None:
+        self._breaker.record_failure()
+        if self._breaker.state is not State.CLOSED and not self._degraded:
+            self._degraded = True
+            log.warning(
+                "shared limits unavailable (Redis: %s); per-process limits apply: "
+                "global %d, account %d, approval %d a minute",
+                type(err).__name__,
+                self._local.global_cap,
+                self._local.account_cap,
+                self._local.per_minute,
+            )
+            self._metrics.limiter_degraded(True)
+
+    def _succeeded(self) -> None:
+        self._breaker.record_success()
+        if self._degraded:
+            self._degraded = False
+            log.warning("shared limits restored: Redis answers again")
+            self._metrics.limiter_degraded(False)
+
+    def _refusal(self, decision: Decision, shared: bool) -> LimitExceeded:
+        limit = decision.limit or GLOBAL
+        self._metrics.limit_refused(limit)
+        if shared:
+            caps = (self.limits.global_concurrency, self.limits.account_concurrency)
+        else:
+            caps = (self._local.global_cap, self._local.account_cap)
+        return LimitExceeded(
+            limit,
+            decision.retry_after_seconds(),
+            _message(limit, decision.budget, *caps),
+            headers=decision.budget.headers(),
+        )
+
+
+def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> str:
+    if limit == ACCOUNT_DAILY:
+        return (
+            f"This account has used its {budget.daily_cap} requests for today;"
+            " the budget resets at 00:00 UTC."
+        )
+    if limit == APPROVAL:
+        return f"This approval has used its {budget.per_minute} requests a minute."
+    if limit == ACCOUNT:
+        return f"This account already has {account_cap} requests in progress."
+    return f"The service is handling {global_cap} requests at once."
+
+
+def _int_or_str(value: Any) -> int | str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, int):
+        return value
+    return str(value)

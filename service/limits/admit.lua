@@ -1,0 +1,93 @@
+-- Admission: check and take, atomically, every limit of one request (SEMANTICS §7).
+--
+-- KEYS[1] global leases      ZSET request id -> lease expiry (ms, Redis time)
+-- KEYS[2] account leases     ZSET request id -> lease expiry
+-- KEYS[3] approval bucket    HASH tokens, ts (ms): 'per_minute' tokens a minute, refilled continuously
+-- KEYS[4] account daily      HASH day (days since the epoch, UTC), used
+-- KEYS[5] cancelled ids      ZSET request id -> expiry: compensating releases that came first
+-- ARGV: request id, global cap, account cap, per minute, lease ms, daily cap (0 = off)
+--
+-- Returns {admitted (1) | refused (0) | cancelled (-1), limit, retry ms, milli-tokens left,
+--          daily used, ms until the daily reset, bucket ms since last write}.
+-- Every time is Redis TIME: a replica's own clock never enters a decision.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rid = ARGV[1]
+local global_cap = tonumber(ARGV[2])
+local account_cap = tonumber(ARGV[3])
+local per_minute = tonumber(ARGV[4])
+local lease_ms = tonumber(ARGV[5])
+local daily_cap = tonumber(ARGV[6])
+local day_ms = 86400000
+
+-- Expired leases belong to requests whose replica died: they free themselves here.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+
+local day = math.floor(now / day_ms)
+local reset_ms = (day + 1) * day_ms - now
+
+-- A compensating release for this id already ran: its client gave up, take nothing.
+if redis.call('ZSCORE', KEYS[5], rid) then
+  return {-1, '', 0, 0, 0, reset_ms}
+end
+
+local rate = per_minute / 60000
+local bucket = redis.call('HMGET', KEYS[3], 'tokens', 'ts')
+local tokens = tonumber(bucket[1])
+local ts = tonumber(bucket[2])
+if tokens == nil or ts == nil then
+  tokens = per_minute
+  ts = now
+elseif now > ts then
+  tokens = math.min(per_minute, tokens + (now - ts) * rate)
+  ts = now
+end
+-- (now < ts only after a failover to a server with a slower clock: no refill until it catches up)
+
+local used = 0
+if daily_cap > 0 then
+  local daily = redis.call('HMGET', KEYS[4], 'day', 'used')
+  if tonumber(daily[1]) == day then
+    used = tonumber(daily[2]) or 0
+  end
+end
+
+local function refuse(limit, retry_ms)
+  return {0, limit, retry_ms, math.floor(tokens * 1000), used, reset_ms}
+end
+
+-- The refusal named is the one that binds longest: daily, then rate, then concurrency.
+if daily_cap > 0 and used >= daily_cap then
+  return refuse('account_daily', reset_ms)
+end
+if tokens < 1 then
+  return refuse('approval', math.ceil((1 - tokens) / rate))
+end
+if redis.call('ZCARD', KEYS[2]) >= account_cap then
+  return refuse('account', 0)
+end
+if redis.call('ZCARD', KEYS[1]) >= global_cap then
+  return refuse('global', 0)
+end
+
+local expiry = now + lease_ms
+redis.call('ZADD', KEYS[1], expiry, rid)
+redis.call('PEXPIRE', KEYS[1], lease_ms + 1000)
+redis.call('ZADD', KEYS[2], expiry, rid)
+redis.call('PEXPIRE', KEYS[2], lease_ms + 1000)
+
+tokens = tokens - 1
+redis.call('HSET', KEYS[3], 'tokens', tostring(tokens), 'ts', tostring(ts))
+-- An untouched bucket is full again after this long; then the key is not needed.
+redis.call('PEXPIRE', KEYS[3], math.ceil((per_minute - tokens) / rate) + 1000)
+
+if daily_cap > 0 then
+  used = used + 1
+  redis.call('HSET', KEYS[4], 'day', tostring(day), 'used', tostring(used))
+  redis.call('PEXPIRE', KEYS[4], reset_ms + 60000)
+end
+
+return {1, '', 0, math.floor(tokens * 1000), used, reset_ms}

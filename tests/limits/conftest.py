@@ -1,0 +1,189 @@
+"""Fixtures for the limits tests: real Redis (the machine's, under a fresh key prefix, or a
+private redis-server this test starts and stops), callers, and a metrics recorder."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+import redis.asyncio as aioredis
+
+from service.auth.caller import ALL_SCOPES, Caller
+from service.config import Limits
+from service.limits.admission import Admission
+from service.limits.redis_client import make_client
+from service.metrics import Metrics
+from tests.support.services import REDIS_URL
+
+
+@dataclass
+class RecordingMetrics(Metrics):
+    """The real Metrics interface, remembering what the limiter reported."""
+
+    refused: list[str] = field(default_factory=list)
+    degraded: list[bool] = field(default_factory=list)
+    redis_calls: list[tuple[str, float, bool]] = field(default_factory=list)
+
+    def limit_refused(self, limit: str) -> None:
+        self.refused.append(limit)
+
+    def limiter_degraded(self, degraded: bool) -> None:
+        self.degraded.append(degraded)
+
+    def redis_call(self, operation: str, seconds: float, error: bool) -> None:
+        self.redis_calls.append((operation, seconds, error))
+
+
+def make_caller(account_id: UUID | None = None, approval_id: UUID | None = None) -> Caller:
+    return Caller.build(
+        account_id=account_id or uuid4(),
+        approval_id=approval_id or uuid4(),
+        generation=1,
+        client_id="limits-test",
+        scopes=frozenset(ALL_SCOPES),
+        eligible={},
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """A private redis-server on a free port, nothing persisted, stoppable at will."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.folder = folder
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            pytest.skip("redis-server is not installed")
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+                "--dir",
+                str(self.folder),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("private redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(5)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def metrics() -> RecordingMetrics:
+    return RecordingMetrics()
+
+
+@pytest.fixture
+async def redis_client() -> AsyncIterator[aioredis.Redis]:
+    """A plain client on the machine's Redis, for looking at what the scripts wrote."""
+    client = aioredis.Redis.from_url(REDIS_URL)
+    yield client
+    await client.aclose()
+
+
+MakeAdmission = Callable[..., Admission]
+
+
+@pytest.fixture
+def key_prefix(redis_prefix: str) -> str:
+    """A key prefix of this test's own, under the run's prefix."""
+    return f"{redis_prefix}{secrets.token_hex(4)}:"
+
+
+@pytest.fixture
+async def make_admission(
+    key_prefix: str, metrics: RecordingMetrics
+) -> AsyncIterator[MakeAdmission]:
+    """Build an Admission on a Redis URL (default: the machine's) under a prefix unique to
+    this test; keyword arguments override `Limits` fields. Everything built is closed, and
+    the keys it wrote are deleted, at the end."""
+    made: list[tuple[Admission, aioredis.Redis | None]] = []
+
+    def build(url: str | None = REDIS_URL, **limits: Any) -> Admission:
+        client = make_client(url) if url else None
+        admission = Admission(
+            replace(Limits(), **limits), redis=client, key_prefix=key_prefix, metrics=metrics
+        )
+        made.append((admission, client))
+        return admission
+
+    yield build
+    for admission, client in made:
+        await admission.close()
+        if client is not None:
+            await client.aclose()
+    cleaner = aioredis.Redis.from_url(REDIS_URL)
+    keys = [k async for k in cleaner.scan_iter(match=f"{key_prefix}*")]
+    if keys:
+        await cleaner.delete(*keys)
+    await cleaner.aclose()
+
+
+async def wait_for(check: Callable[[], Any], timeout: float = 3.0) -> None:
+    """Poll an async or plain predicate until it holds (or fail after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)

@@ -1,0 +1,203 @@
+"""The shared limits: admit.lua / release.lua against the machine's Redis, many callers."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from uuid import uuid4
+
+import pytest
+import redis.asyncio as aioredis
+
+from service.errors import LimitExceeded
+from service.limits.admission import Admission, Grant
+from tests.limits.conftest import MakeAdmission, RecordingMetrics, make_caller
+
+
+async def _try(admission: Admission, caller_index: int, callers: list) -> Grant | LimitExceeded:
+    try:
+        return await admission.acquire(f"r-{uuid4()}", callers[caller_index])
+    except LimitExceeded as err:
+        return err
+
+
+async def test_global_cap_holds_under_fifty_concurrent_acquires(
+    make_admission: MakeAdmission, metrics: RecordingMetrics
+) -> None:
+    admission = make_admission()
+    callers = [make_caller() for _ in range(50)]  # 50 accounts: only the global cap binds
+    results = await asyncio.gather(*(_try(admission, i, callers) for i in range(50)))
+    grants = [r for r in results if isinstance(r, Grant)]
+    refusals = [r for r in results if isinstance(r, LimitExceeded)]
+    assert len(grants) == 4
+    assert all(g.shared for g in grants)
+    assert {r.limit for r in refusals} == {"global"}
+    assert metrics.refused == ["global"] * 46
+    # Concurrency refusals advertise a short jittered hint, never the lease time.
+    assert {r.retry_after_seconds for r in refusals} <= {1, 2}
+    for grant in grants:
+        await admission.release(grant)
+    assert isinstance(await _try(admission, 0, callers), Grant)
+
+
+async def test_account_cap_holds_and_accounts_are_isolated(make_admission: MakeAdmission) -> None:
+    admission = make_admission()
+    busy = make_caller()
+    # Same account, 50 approvals: the account cap of 2 binds, not the approvals' budgets.
+    callers = [make_caller(account_id=busy.account_id) for _ in range(50)]
+    results = await asyncio.gather(*(_try(admission, i, callers) for i in range(50)))
+    grants = [r for r in results if isinstance(r, Grant)]
+    assert len(grants) == 2
+    assert {r.limit for r in results if isinstance(r, LimitExceeded)} == {"account"}
+    # Another account is not affected by the busy one.
+    other = await admission.acquire("other-1", make_caller())
+    assert other.shared
+    for grant in [*grants, other]:
+        await admission.release(grant)
+
+
+async def test_two_replicas_share_the_caps(make_admission: MakeAdmission) -> None:
+    replicas = [make_admission(), make_admission(), make_admission()]
+    callers = [make_caller() for _ in range(60)]
+
+    async def one(i: int) -> Grant | LimitExceeded:
+        return await _try(replicas[i % 3], i, callers)
+
+    results = await asyncio.gather(*(one(i) for i in range(60)))
+    assert sum(isinstance(r, Grant) for r in results) == 4
+
+
+async def test_rate_budget_refusal_and_exact_retry_after(make_admission: MakeAdmission) -> None:
+    admission = make_admission(approval_per_minute=3)  # one token every 20 s
+    caller = make_caller()
+    for i in range(3):
+        grant = await admission.acquire(f"rate-{i}", caller)
+        assert grant.headers()["RateLimit"] == f'"approval";r={2 - i};t=20'
+        assert grant.headers()["RateLimit-Policy"] == '"approval";q=3;w=60'
+        await admission.release(grant)
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded) as refused:
+        await admission.acquire("rate-3", caller)
+    err = refused.value
+    assert err.limit == "approval"
+    # The first token went ~0 s ago; the next one is due 20 s after it, rounded up.
+    assert err.retry_after_seconds == math.ceil(20 - (time.monotonic() - started))
+    assert err.retry_after_seconds == 20
+    assert err.headers["RateLimit"] == '"approval";r=0;t=20'
+    # Another approval of the same account has its own bucket.
+    other = await admission.acquire("rate-other", make_caller(account_id=caller.account_id))
+    await admission.release(other)
+
+
+async def test_rate_budget_refills_continuously(make_admission: MakeAdmission) -> None:
+    admission = make_admission(approval_per_minute=120, global_concurrency=200)  # 2 a second
+    caller = make_caller()
+    for i in range(120):
+        await admission.release(await admission.acquire(f"fill-{i}", caller))
+    with pytest.raises(LimitExceeded) as refused:
+        await admission.acquire("fill-120", caller)
+    assert refused.value.limit == "approval"
+    assert refused.value.retry_after_seconds == 1
+    await asyncio.sleep(0.55)
+    grant = await admission.acquire("fill-121", caller)  # one token came back
+    await admission.release(grant)
+    with pytest.raises(LimitExceeded):
+        await admission.acquire("fill-122", caller)
+
+
+async def test_daily_budget_is_shared_by_the_accounts_approvals(
+    make_admission: MakeAdmission, redis_client: aioredis.Redis
+) -> None:
+    admission = make_admission(account_per_day=3)
+    first = make_caller()
+    second = make_caller(account_id=first.account_id)  # a second approval, same account
+    for rid, caller in (("d-1", first), ("d-2", first), ("d-3", second)):
+        grant = await admission.acquire(rid, caller)
+        await admission.release(grant)
+    assert '"account_daily";r=0;' in grant.headers()["RateLimit"]
+    with pytest.raises(LimitExceeded) as refused:
+        await admission.acquire("d-4", second)
+    seconds, _ = await redis_client.time()
+    until_midnight = 86400 - seconds % 86400
+    err = refused.value
+    assert err.limit == "account_daily"
+    assert abs(err.retry_after_seconds - until_midnight) <= 2
+    assert '"account_daily";q=3;w=86400' in err.headers["RateLimit-Policy"]
+    # Adding approvals never adds budget; another account has its own.
+    with pytest.raises(LimitExceeded):
+        await admission.acquire("d-5", make_caller(account_id=first.account_id))
+    await admission.release(await admission.acquire("d-6", make_caller()))
+
+
+async def test_leases_expire_so_a_dead_replica_leaks_nothing(make_admission: MakeAdmission) -> None:
+    # A replica SIGKILLed while holding every slot: its Admission simply disappears.
+    dead = make_admission(request_deadline_seconds=0.3, lease_grace_seconds=0)
+    for i in range(4):
+        await dead.acquire(f"dead-{i}", make_caller())
+    alive = make_admission(request_deadline_seconds=0.3, lease_grace_seconds=0)
+    with pytest.raises(LimitExceeded) as refused:
+        await alive.acquire("alive-0", make_caller())
+    assert refused.value.limit == "global"
+    await asyncio.sleep(0.35)
+    grant = await alive.acquire("alive-1", make_caller())
+    assert grant.shared
+    await alive.release(grant)
+
+
+async def test_release_is_idempotent_and_frees_only_its_own_slot(
+    make_admission: MakeAdmission, redis_client: aioredis.Redis
+) -> None:
+    admission = make_admission()
+    grants = [await admission.acquire(f"idem-{i}", make_caller()) for i in range(4)]
+    global_key = admission.keys(grants[0].account_id, grants[0].approval_id)[0]
+    assert await redis_client.zcard(global_key) == 4
+    await admission.release(grants[0])
+    await admission.release(grants[0])
+    await asyncio.gather(admission.release(grants[1]), admission.release(grants[1]))
+    assert await redis_client.zcard(global_key) == 2
+    # A grant released after its lease expired is harmless too.
+    await admission.release(grants[2])
+    await admission.release(grants[3])
+    assert await redis_client.zcard(global_key) == 0
+
+
+async def test_clock_skew_of_the_replica_cannot_matter(
+    make_admission: MakeAdmission, redis_client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The issue's failure: a replica 40 s fast let 10 requests through a cap of 4.
+    fast = make_admission()
+    slow = make_admission()
+    real_time = time.time
+    callers = [make_caller() for _ in range(10)]
+    results: list[Grant | LimitExceeded] = []
+    for i in range(10):
+        skew = 40.0 if i % 2 else -40.0
+        monkeypatch.setattr(time, "time", lambda skew=skew: real_time() + skew)
+        results.append(await _try(fast if i % 2 else slow, i, callers))
+    monkeypatch.setattr(time, "time", real_time)
+    grants = [r for r in results if isinstance(r, Grant)]
+    assert len(grants) == 4
+    # Every lease is scored by Redis TIME (+ deadline + grace), not by either replica's clock.
+    seconds, micros = await redis_client.time()
+    redis_now_ms = seconds * 1000 + micros // 1000
+    key = fast.keys(grants[0].account_id, grants[0].approval_id)[0]
+    for _, score in await redis_client.zrange(key, 0, -1, withscores=True):
+        assert abs(score - (redis_now_ms + 35_000)) < 2_000
+
+
+async def test_refusal_takes_nothing(make_admission: MakeAdmission) -> None:
+    admission = make_admission(approval_per_minute=2)
+    caller = make_caller()
+    held = [await admission.acquire(f"held-{i}", caller) for i in range(2)]
+    with pytest.raises(LimitExceeded) as refused:
+        await admission.acquire("held-2", caller)
+    # The account cap (2) and the rate (2 a minute) are both reached: the longer wait wins.
+    assert refused.value.limit == "approval"
+    for grant in held:
+        await admission.release(grant)
+    other = make_caller(account_id=caller.account_id)
+    grants = [await admission.acquire(f"o-{i}", other) for i in range(2)]
+    assert grants[-1].budget.remaining == 0
+    for grant in grants:
+        await admission.release(grant)
