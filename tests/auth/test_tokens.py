@@ -247,3 +247,14 @@ def test_token_never_outlives_what_backs_it(tokens: TokenService) -> None:
     assert expires_in == 42
     claims = unverified(token)[1]
     assert claims["exp"] - claims["iat"] == 42
+
+
+async def test_two_authorization_headers_are_refused(
+    auth_app: AuthApp, issued: IssuedTokens
+) -> None:
+    from multidict import CIMultiDict
+
+    headers = CIMultiDict([("Authorization", f"Bearer {issued.access_token}")] * 2)
+    resp = await auth_app.client.get("/mcp", headers=headers)
+    assert resp.status == 401
+    assert 'error="invalid_request"' in resp.headers["WWW-Authenticate"]
