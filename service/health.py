@@ -1,14 +1,171 @@
-"""/livez and /readyz (STUB: replaced by the operability work)."""
+"""/livez, /readyz and the graceful drain that runs the main listener until SIGTERM.
+
+- `/livez` answers from the process alone: a restart cannot fix a database outage, so
+  liveness never looks at dependencies.
+- `/readyz` is 200 while PostgreSQL answers; Redis down only degrades the limits to
+  per-process ones (SEMANTICS §7), so it is reported but never fails readiness.
+- On SIGTERM (or SIGINT) readiness fails first while the listener keeps serving for
+  `drain_seconds`, so load balancers stop routing here; then the listener closes, in-flight
+  requests get `shutdown_timeout` to finish, and the cleanup contexts close the pools.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
+import time
+from dataclasses import dataclass
+
 from aiohttp import web
+
+from service.config import Config
+from service.keys import DB_POOL, METRICS, REDIS
+
+log = logging.getLogger(__name__)
+
+# How long the listener keeps serving after readiness fails: a few probe periods of the
+# load balancer (compose's HAProxy checks every 2 s; Kubernetes also runs a preStop sleep).
+DRAIN_SECONDS = 5.0
+CHECK_TIMEOUT_SECONDS = 1.0
+
+
+@dataclass
+class DrainState:
+    """Whether this process is shutting down (readiness then fails)."""
+
+    draining: bool = False
+
+
+DRAIN: web.AppKey[DrainState] = web.AppKey("drain", DrainState)
 
 
 async def livez(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def readyz(request: web.Request) -> web.Response:
+    app = request.app
+    if app[DRAIN].draining:
+        return web.json_response({"status": "draining"}, status=503)
+    postgresql = await _check_postgresql(app)
+    redis = await _check_redis(app)
+    ready = postgresql == "ok"
+    body = {"status": "ready" if ready else "not_ready", "postgresql": postgresql, "redis": redis}
+    return web.json_response(body, status=200 if ready else 503)
+
+
+async def _check_postgresql(app: web.Application) -> str:
+    pool = app.get(DB_POOL)
+    if pool is None:
+        return "unavailable"
+    start = time.perf_counter()
+    error = True
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+            await pool.fetchval("SELECT 1")
+        error = False
+    except Exception as err:
+        log.warning("readiness: PostgreSQL check failed", extra={"error_type": type(err).__name__})
+    finally:
+        app[METRICS].db_call("health", time.perf_counter() - start, error)
+    return "unavailable" if error else "ok"
+
+
+async def _check_redis(app: web.Application) -> str:
+    client = app.get(REDIS)
+    if client is None:
+        return "not_configured"
+    start = time.perf_counter()
+    error = True
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+            await client.ping()
+        error = False
+    except Exception as err:
+        log.warning("readiness: Redis check failed", extra={"error_type": type(err).__name__})
+    finally:
+        app[METRICS].redis_call("health", time.perf_counter() - start, error)
+    return "degraded" if error else "ok"
+
+
+def begin_drain(app: web.Application) -> None:
+    """Fail readiness from now on (idempotent)."""
+    state = app[DRAIN]
+    if not state.draining:
+        state.draining = True
+        app[METRICS].set_draining(True)
+        log.info("draining: readiness fails, in-flight requests finish")
+
+
+async def _close_connections_while_draining(
+    request: web.Request, response: web.StreamResponse
+) -> None:
+    # Keep-alive clients would keep reusing this replica; make them reconnect elsewhere.
+    if request.app[DRAIN].draining:
+        response.force_close()
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    begin_drain(app)  # also when a runner is cleaned up without our signal handling
+
+
+async def drain(
+    app: web.Application, runner: web.AppRunner, drain_seconds: float, skip: asyncio.Event
+) -> None:
+    """Readiness fails, serve on for drain_seconds (unless `skip` is set), then stop."""
+    begin_drain(app)
+    if drain_seconds > 0:
+        try:
+            async with asyncio.timeout(drain_seconds):
+                await skip.wait()
+        except TimeoutError:
+            pass
+    started = time.perf_counter()
+    await runner.cleanup()  # stop listening, wait for in-flight requests, close pools
+    log.info("stopped", extra={"shutdown_seconds": round(time.perf_counter() - started, 3)})
+
+
+async def serve(app: web.Application, cfg: Config, *, drain_seconds: float = DRAIN_SECONDS) -> None:
+    """Run the main listener until SIGTERM/SIGINT, then drain (a second signal skips the wait)."""
+    runner = web.AppRunner(
+        app,
+        access_log=None,  # service.logs writes the access line
+        handle_signals=False,
+        shutdown_timeout=shutdown_timeout(cfg),
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port)
+    await site.start()
+    log.info("listening", extra={"host": cfg.host, "port": cfg.port})
+    loop = asyncio.get_running_loop()
+    stop, skip = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        (skip if stop.is_set() else stop).set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await stop.wait()
+        log.info("signal received: shutting down")
+        await drain(app, runner, drain_seconds, skip)
+    except BaseException:
+        await runner.cleanup()  # cancelled or failed before the drain finished
+        raise
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def shutdown_timeout(cfg: Config) -> float:
+    """How long in-flight requests may still run once the listener closed."""
+    return cfg.limits.request_deadline_seconds + cfg.limits.lease_grace_seconds
+
+
 def setup_health(app: web.Application) -> None:
+    app[DRAIN] = DrainState()
     app.router.add_get("/livez", livez)
-    app.router.add_get("/readyz", livez)
+    app.router.add_get("/readyz", readyz)
+    app.on_response_prepare.append(_close_connections_while_draining)
+    app.on_shutdown.append(_on_shutdown)

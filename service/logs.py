@@ -1,9 +1,247 @@
-"""Structured JSON logs (STUB: replaced by the operability work)."""
+"""Structured JSON logs: the formatter, redaction, and one access line a request.
+
+Every line is one JSON object on stdout. Each HTTP request gets a request id (kept from a
+well-formed incoming `X-Request-Id`, else generated), returned in the `X-Request-Id` response
+header, stored as `request[REQUEST_ID]` and attached to every line logged while the request
+runs. Nothing secret reaches a line: query strings are never logged, fields named like
+credentials are replaced, and bearer tokens, JWTs, URL passwords, PEM keys and credential
+query parameters are masked in every message, field and stack trace.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import json
 import logging
+import re
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from service.keys import CALLER, METRICS, REQUEST_ID
+
+REQUEST_ID_HEADER = "X-Request-Id"
+ACCESS = logging.getLogger("elova.access")
+log = logging.getLogger(__name__)
+
+# Ids from a load balancer or client are kept for correlation only when they look like ids:
+# anything longer or with other characters could smuggle a credential into the logs.
+_INCOMING_ID = re.compile(r"^[A-Za-z0-9-]{8,64}$")
+_REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "elova_request_id", default=None
+)
+_PROBES = frozenset({"/livez", "/readyz"})
+_MAX_FIELD_CHARS = 2000
+REDACTED = "[redacted]"
+
+_SECRET_KEY = re.compile(
+    r"(?i)(authorization|token|secret|password|passwd|cookie|verifier|signing_key|"
+    r"private_key|api_key|apikey|credential|dsn|database_url)"
+)
+_SECRET_TEXT = (
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+     "[redacted-key]"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 " + REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), "[redacted-jwt]"),
+    (re.compile(
+        r"(?i)([?&;](?:access_token|refresh_token|id_token|token|code|code_verifier|"
+        r"client_secret|password|state|assertion)=)[^&\s\"'#]*"),
+     r"\1" + REDACTED),
+    (re.compile(r"(?i)\b((?:refresh|access)_token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+     r"\1" + REDACTED),
+    (re.compile(r"(://[^:/@\s]+:)[^@/\s]+@"), r"\1" + REDACTED + "@"),
+)  # fmt: skip
+
+# Attributes every LogRecord has: anything else on a record came from `extra=` and is a field.
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+def redact_text(text: str) -> str:
+    """Mask every credential-looking part of a string."""
+    for pattern, replacement in _SECRET_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def redact(key: str, value: Any) -> Any:
+    """A field value fit for a log line: secrets by name masked, strings scrubbed, bounded."""
+    if _SECRET_KEY.search(key):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {str(k): redact(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [redact(key, v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = redact_text(str(value))
+    return text if len(text) <= _MAX_FIELD_CHARS else text[:_MAX_FIELD_CHARS] + "…"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, request id, extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": redact_text(record.getMessage()),
+        }
+        request_id = _REQUEST_ID.get()
+        if request_id is not None:
+            line["request_id"] = request_id
+        for key, value in record.__dict__.items():
+            if key not in _RECORD_ATTRS and not key.startswith("_"):
+                line[key] = redact(key, value)
+        if record.exc_info and record.exc_info[0] is not None:
+            exc_type, exc, tb = record.exc_info
+            line["error"] = {
+                "type": exc_type.__name__,
+                "stack": redact_text("".join(traceback.format_exception(exc_type, exc, tb))),
+            }
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+_HANDLER_NAME = "elova-json"
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level)
+    """JSON lines on stdout for the whole process (idempotent)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(JsonFormatter())
+    root.addHandler(handler)
+    root.setLevel(level)
+    # Our access line replaces aiohttp's, which would log query strings verbatim.
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def current_request_id() -> str | None:
+    """The id of the request being served by this task, if any."""
+    return _REQUEST_ID.get()
+
+
+def _request_id_for(request: web.Request) -> str:
+    incoming = request.headers.get(REQUEST_ID_HEADER, "")
+    return incoming if _INCOMING_ID.match(incoming) else uuid.uuid4().hex
+
+
+def _route_of(request: web.Request) -> str | None:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else None
+
+
+def _response_bytes(response: web.StreamResponse | None) -> int | None:
+    if response is None:
+        return None
+    if isinstance(response, web.Response) and isinstance(response.body, bytes):
+        return len(response.body)
+    return response.body_length or response.content_length
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def request_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Outermost middleware: request id, HTTP metrics and the one access line a request."""
+    request_id = _request_id_for(request)
+    request[REQUEST_ID] = request_id
+    context = _REQUEST_ID.set(request_id)
+    start = time.perf_counter()
+    status, response = 500, None
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        exc.headers[REQUEST_ID_HEADER] = request_id
+        raise
+    except asyncio.CancelledError:
+        status = 499  # the client went away; nobody reads an answer
+        raise
+    except Exception:
+        # Last resort for bugs outside the MCP error boundary: log the stack, answer a bare
+        # 500 that names only the request id (never the exception text).
+        log.exception("unhandled error")
+        response = web.json_response(
+            {"error": "internal_error", "requestId": request_id}, status=500
+        )
+        return response
+    finally:
+        seconds = time.perf_counter() - start
+        route = _route_of(request)
+        request.app[METRICS].observe_http(route, request.method, status, seconds)
+        _log_access(request, route, status, seconds, _response_bytes(response))
+        _REQUEST_ID.reset(context)
+
+
+def _log_access(
+    request: web.Request, route: str | None, status: int, seconds: float, size: int | None
+) -> None:
+    if status >= 500:
+        level = logging.ERROR
+    elif request.path in _PROBES and status < 400:
+        level = logging.DEBUG  # probes every few seconds would drown the real traffic
+    else:
+        level = logging.INFO
+    if not ACCESS.isEnabledFor(level):
+        return
+    fields: dict[str, Any] = {
+        "event": "http_request",
+        "method": request.method,
+        "path": request.path,  # never the query string: it can carry codes and tokens
+        "route": route,
+        "status": status,
+        "duration_ms": round(seconds * 1000, 2),
+        "response_bytes": size,
+        "user_agent": request.headers.get("User-Agent", "")[:200] or None,
+    }
+    caller = request.get(CALLER)
+    if caller is not None:
+        fields["account_id"] = str(caller.account_id)
+        fields["approval_id"] = str(caller.approval_id)
+        fields["client_id"] = caller.client_id
+    annotations = request.get(LOG_FIELDS)
+    if annotations:
+        fields.update(annotations)
+    ACCESS.log(level, "%s %s %d", request.method, request.path, status, extra=fields)
+
+
+LOG_FIELDS: web.RequestKey[dict[str, Any]] = web.RequestKey("log_fields")
+
+
+def annotate(request: web.Request, **fields: Any) -> None:
+    """Add fields to this request's access line, e.g. annotate(request, mcp_method=..., tool=...).
+    Values are redacted like every other field."""
+    request.setdefault(LOG_FIELDS, {}).update(fields)
+
+
+async def _stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    # on_response_prepare also covers streamed responses, whose headers leave before the
+    # middleware sees them.
+    request_id = request.get(REQUEST_ID)
+    if request_id is not None:
+        response.headers[REQUEST_ID_HEADER] = request_id
+
+
+def setup_request_log(app: web.Application) -> None:
+    """Register the request-id/access-log middleware (outermost) and the header hook."""
+    app.middlewares.insert(0, request_log_middleware)
+    app.on_response_prepare.append(_stamp_request_id)

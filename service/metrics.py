@@ -1,48 +1,472 @@
-"""Prometheus metrics (STUB with the final interface: the operability work fills it in).
+"""Prometheus metrics: one registry per app, the `Metrics` interface, the /metrics listener.
 
-Other modules call only these methods; none of them takes a user, token, session or
-address, so no such value can become a label.
+Other modules call only the methods of `Metrics`; none of them takes a user, token, session
+or address, and every label value is checked against a fixed set (anything else becomes
+"other"), so no caller can grow the number of series. The listener runs on its own port
+(`ELOVA_METRICS_PORT`) with its own runner, so scrapes never compete with MCP traffic for
+admission and keep working while the main listener drains.
 """
 
 from __future__ import annotations
 
+import asyncio
+import platform
+from collections.abc import AsyncIterator, Iterable
+from importlib import metadata
+
 from aiohttp import web
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.registry import Collector
+
+from service.config import Config
+from service.keys import CONFIG, DB_POOL, METRICS
+
+PREFIX = "elova_mcp"
+OTHER = "other"
+NONE = "none"
+
+TOOLS = frozenset(
+    {
+        "get_many_workspaces",
+        "get_workspace",
+        "get_many_instances",
+        "get_execution_stats",
+        "get_many_sync_jobs",
+        "get_many_executions",
+        "get_execution",
+        "get_many_workflows",
+        "get_workflow",
+    }
+)
+METHODS = frozenset(
+    {
+        "initialize",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+        "GET",
+        "DELETE",
+    }
+)
+OUTCOMES = frozenset({"ok", "tool_error", "protocol_error", "auth_error", "limited", "error"})
+TOOL_ERROR_CODES = frozenset(
+    {
+        "VALIDATION_ERROR",
+        "NOT_FOUND",
+        "MCP_CURSOR_STALE",
+        "UNAVAILABLE",
+        "DEADLINE_EXCEEDED",
+        "INTERNAL",
+    }
+)
+LIMITS = ("global", "account", "approval", "account_daily")
+AUTH_REASONS = (
+    "missing",
+    "malformed",
+    "expired",
+    "signature",
+    "audience",
+    "issuer",
+    "revoked",
+    "approval_expired",
+    "insufficient_scope",
+    "other",
+)
+GRANTS = ("authorization_code", "refresh_token", "operator")
+DB_OPERATIONS = frozenset(
+    TOOLS | {"auth", "oauth", "approvals", "sessions", "health", "load", "other"}
+)
+REDIS_OPERATIONS = frozenset({"admit", "release", "session", "health", "other"})
+HTTP_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"})
+
+# The latency SLO is "99% of tool calls under 250 ms" (docs/operations.md): 0.25 is an exact
+# bucket bound so the SLI is a plain bucket ratio, with resolution on both sides of it.
+LATENCY_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+)  # fmt: skip
+DEPENDENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
+)  # fmt: skip
+SIZE_BUCKETS = (256, 1024, 4096, 16384, 65536, 131072, 262144, 524288)
+LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+LOOP_PROBE_SECONDS = 0.5
+
+
+def bounded(value: str | None, allowed: Iterable[str], *, absent: str = NONE) -> str:
+    """The label value itself when it is one of the fixed set, else "other"."""
+    if value is None or value == "":
+        return absent
+    return value if value in allowed else OTHER
+
+
+def http_status_label(status: int) -> str:
+    """Statuses the service answers are kept; anything unusual is folded to its class."""
+    if status in _KNOWN_STATUSES:
+        return str(status)
+    return f"{status // 100}xx" if 100 <= status <= 599 else OTHER
+
+
+_KNOWN_STATUSES = frozenset(
+    {200, 201, 202, 204, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 405, 406, 409, 413,
+     415, 422, 429, 499, 500, 502, 503, 504}
+)  # fmt: skip
 
 
 class Metrics:
+    """Every metric of one app, in its own registry (never the process-global one)."""
+
+    def __init__(self, cfg: Config | None = None) -> None:
+        self.registry = CollectorRegistry()
+        reg = self.registry
+        self.listen_port: int | None = None  # the bound /metrics port once listening
+        self.requests = Counter(
+            f"{PREFIX}_requests_total",
+            "JSON-RPC requests answered, by MCP method, tool, outcome and tool error code.",
+            ("method", "tool", "outcome", "error_code"),
+            registry=reg,
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_request_duration_seconds",
+            "Time from receiving a JSON-RPC request to its answer, by MCP method and tool.",
+            ("method", "tool"),
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.response_size = Histogram(
+            f"{PREFIX}_response_size_bytes",
+            "Size of JSON-RPC answers in bytes, by MCP method and tool.",
+            ("method", "tool"),
+            buckets=SIZE_BUCKETS,
+            registry=reg,
+        )
+        self.refusals = Counter(
+            f"{PREFIX}_limit_refusals_total",
+            "Requests refused with HTTP 429, by the limit that refused them.",
+            ("limit",),
+            registry=reg,
+        )
+        self.inflight = Gauge(
+            f"{PREFIX}_inflight_requests",
+            "Admitted requests being served by this process.",
+            registry=reg,
+        )
+        self.concurrency_limit = Gauge(
+            f"{PREFIX}_limit_concurrency_requests",
+            "Configured concurrency caps: global (all replicas with Redis) and per account.",
+            ("limit",),
+            registry=reg,
+        )
+        self.rate_limit = Gauge(
+            f"{PREFIX}_limit_rate_requests_per_second",
+            "Configured request-rate budgets, converted to requests per second.",
+            ("limit",),
+            registry=reg,
+        )
+        self.deadline = Gauge(
+            f"{PREFIX}_limit_request_deadline_seconds",
+            "Configured request deadline.",
+            registry=reg,
+        )
+        self.max_response = Gauge(
+            f"{PREFIX}_limit_response_size_bytes",
+            "Configured bound on the size of one response.",
+            registry=reg,
+        )
+        self.degraded = Gauge(
+            f"{PREFIX}_limiter_degraded",
+            "1 while shared (Redis) limits are unavailable and per-process limits apply.",
+            registry=reg,
+        )
+        self.auth_failures = Counter(
+            f"{PREFIX}_auth_failures_total",
+            "Requests refused by the bearer check (401/403), by reason.",
+            ("reason",),
+            registry=reg,
+        )
+        self.tokens = Counter(
+            f"{PREFIX}_tokens_issued_total",
+            "Access tokens issued, by grant.",
+            ("grant",),
+            registry=reg,
+        )
+        self.db_latency = Histogram(
+            f"{PREFIX}_db_call_duration_seconds",
+            "PostgreSQL call latency, by operation.",
+            ("operation",),
+            buckets=DEPENDENCY_BUCKETS,
+            registry=reg,
+        )
+        self.db_errors = Counter(
+            f"{PREFIX}_db_call_errors_total",
+            "PostgreSQL calls that failed, by operation.",
+            ("operation",),
+            registry=reg,
+        )
+        self.redis_latency = Histogram(
+            f"{PREFIX}_redis_call_duration_seconds",
+            "Redis call latency, by operation.",
+            ("operation",),
+            buckets=DEPENDENCY_BUCKETS,
+            registry=reg,
+        )
+        self.redis_errors = Counter(
+            f"{PREFIX}_redis_call_errors_total",
+            "Redis calls that failed, by operation.",
+            ("operation",),
+            registry=reg,
+        )
+        self.http_requests = Counter(
+            f"{PREFIX}_http_requests_total",
+            "HTTP requests on the main listener, by route template, method and status.",
+            ("route", "method", "status"),
+            registry=reg,
+        )
+        self.http_latency = Histogram(
+            f"{PREFIX}_http_request_duration_seconds",
+            "HTTP request latency on the main listener, by route template.",
+            ("route",),
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.draining = Gauge(
+            f"{PREFIX}_draining",
+            "1 once shutdown started: readiness fails, in-flight requests finish.",
+            registry=reg,
+        )
+        self.loop_lag = Histogram(
+            f"{PREFIX}_event_loop_lag_seconds",
+            "How late the event loop runs a timer: CPU saturation of this process.",
+            buckets=LOOP_LAG_BUCKETS,
+            registry=reg,
+        )
+        Info(f"{PREFIX}_build", "Version of the running service.", registry=reg).info(
+            {"version": _version(), "python_version": platform.python_version()}
+        )
+        ProcessCollector(registry=reg)
+        self._routes: frozenset[str] = frozenset()
+        self._prefill()
+        if cfg is not None:
+            self.set_limits(cfg)
+
+    def _prefill(self) -> None:
+        # Zero-valued series for every bounded label value alerts and rates read: a series
+        # that appears only on its first event makes rate() and absent() lie until then.
+        for limit in LIMITS:
+            self.refusals.labels(limit)
+        for reason in AUTH_REASONS:
+            self.auth_failures.labels(reason)
+        for grant in GRANTS:
+            self.tokens.labels(grant)
+        for tool in sorted(TOOLS):
+            self.requests.labels("tools/call", tool, "ok", NONE)
+            self.requests.labels("tools/call", tool, "error", NONE)
+            self.latency.labels("tools/call", tool)
+            self.db_errors.labels(tool)
+        for operation in sorted(REDIS_OPERATIONS):
+            self.redis_errors.labels(operation)
+
+    def set_limits(self, cfg: Config) -> None:
+        """Expose the configured caps so saturation panels can divide by them."""
+        limits = cfg.limits
+        self.concurrency_limit.labels("global").set(limits.global_concurrency)
+        self.concurrency_limit.labels("account").set(limits.account_concurrency)
+        self.rate_limit.labels("approval").set(limits.approval_per_minute / 60)
+        if limits.account_per_day is not None:
+            self.rate_limit.labels("account_daily").set(limits.account_per_day / 86400)
+        self.deadline.set(limits.request_deadline_seconds)
+        self.max_response.set(limits.max_response_bytes)
+
+    def set_routes(self, routes: Iterable[str]) -> None:
+        """The route templates the app serves: the only values the `route` label takes."""
+        self._routes = frozenset(routes)
+
+    # The interface other modules call -----------------------------------------------
+
     def observe_rpc(
         self, method: str, tool: str | None, outcome: str, seconds: float, response_bytes: int
     ) -> None:
         """One JSON-RPC request answered. outcome: ok | tool_error:<CODE> | protocol_error |
         auth_error | limited | error."""
+        kind, _, code = outcome.partition(":")
+        method_label = bounded(method, METHODS)
+        tool_label = bounded(tool, TOOLS)
+        kind_label = bounded(kind, OUTCOMES)
+        code_label = bounded(code, TOOL_ERROR_CODES) if kind_label == "tool_error" else NONE
+        self.requests.labels(method_label, tool_label, kind_label, code_label).inc()
+        self.latency.labels(method_label, tool_label).observe(max(seconds, 0.0))
+        self.response_size.labels(method_label, tool_label).observe(max(response_bytes, 0))
 
     def request_started(self) -> None:
         """An admitted request starts (in-flight gauge +1)."""
+        self.inflight.inc()
 
     def request_finished(self) -> None:
         """An admitted request ends (in-flight gauge -1)."""
+        self.inflight.dec()
 
     def limit_refused(self, limit: str) -> None:
         """A 429: limit is global | account | approval | account_daily."""
+        self.refusals.labels(bounded(limit, LIMITS)).inc()
 
     def limiter_degraded(self, degraded: bool) -> None:
         """Shared (Redis) limits unavailable → per-process limits."""
+        self.degraded.set(1 if degraded else 0)
 
     def auth_failed(self, reason: str) -> None:
         """A 401/403: reason is missing | malformed | expired | signature | audience | issuer |
         revoked | approval_expired | insufficient_scope | other."""
+        self.auth_failures.labels(bounded(reason, AUTH_REASONS)).inc()
 
     def token_issued(self, grant: str) -> None:
         """grant: authorization_code | refresh_token | operator."""
+        self.tokens.labels(bounded(grant, GRANTS)).inc()
 
     def db_call(self, operation: str, seconds: float, error: bool) -> None:
         """One PostgreSQL call (operation: a fixed name such as the tool or 'auth')."""
+        label = bounded(operation, DB_OPERATIONS)
+        self.db_latency.labels(label).observe(max(seconds, 0.0))
+        if error:
+            self.db_errors.labels(label).inc()
 
     def redis_call(self, operation: str, seconds: float, error: bool) -> None:
         """One Redis call (operation: admit | release | session | other)."""
+        label = bounded(operation, REDIS_OPERATIONS)
+        self.redis_latency.labels(label).observe(max(seconds, 0.0))
+        if error:
+            self.redis_errors.labels(label).inc()
+
+    # Used by the request-log middleware and the drain --------------------------------
+
+    def observe_http(self, route: str | None, method: str, status: int, seconds: float) -> None:
+        """One HTTP request on the main listener (route: the matched route template)."""
+        route_label = bounded(route, self._routes, absent=OTHER)
+        self.http_requests.labels(
+            route_label, bounded(method, HTTP_METHODS), http_status_label(status)
+        ).inc()
+        self.http_latency.labels(route_label).observe(max(seconds, 0.0))
+
+    def set_draining(self, draining: bool) -> None:
+        self.draining.set(1 if draining else 0)
+
+    def exposition(self) -> bytes:
+        """The text exposition of this app's registry."""
+        return generate_latest(self.registry)
+
+
+class PoolCollector(Collector):
+    """asyncpg pool connections by state, read from app[DB_POOL] at scrape time."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+
+    def collect(self) -> Iterable[Metric]:
+        pool = self._app.get(DB_POOL)
+        if pool is None:
+            return []
+        size, idle = pool.get_size(), pool.get_idle_size()
+        by_state = GaugeMetricFamily(
+            f"{PREFIX}_db_pool_connections",
+            "Open PostgreSQL connections of the pool, by state.",
+            labels=("state",),
+        )
+        by_state.add_metric(("idle",), idle)
+        by_state.add_metric(("in_use",), max(size - idle, 0))
+        most = GaugeMetricFamily(
+            f"{PREFIX}_db_pool_max_connections",
+            "Most connections the pool opens.",
+            value=pool.get_max_size(),
+        )
+        least = GaugeMetricFamily(
+            f"{PREFIX}_db_pool_min_connections",
+            "Connections the pool keeps open.",
+            value=pool.get_min_size(),
+        )
+        return [by_state, most, least]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("elova-mcp")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+async def _scrape(request: web.Request) -> web.Response:
+    body = request.app[METRICS].exposition()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+
+
+async def metrics_listener_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Serve /metrics on ELOVA_METRICS_PORT with a runner of its own; measure loop lag."""
+    cfg, metrics = app[CONFIG], app[METRICS]
+    lag_task = asyncio.create_task(_probe_loop_lag(metrics), name="elova-loop-lag")
+    runner: web.AppRunner | None = None
+    if cfg.metrics_port is not None:
+        scrape_app = web.Application()
+        scrape_app[METRICS] = metrics
+        scrape_app.router.add_get("/metrics", _scrape)
+        runner = web.AppRunner(scrape_app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.host, cfg.metrics_port)
+        await site.start()
+        metrics.listen_port = _bound_port(runner)
+    try:
+        yield
+    finally:
+        lag_task.cancel()
+        if runner is not None:
+            await runner.cleanup()
+        metrics.listen_port = None
+
+
+def _bound_port(runner: web.AppRunner) -> int | None:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return None
+
+
+async def _probe_loop_lag(metrics: Metrics) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        start = loop.time()
+        await asyncio.sleep(LOOP_PROBE_SECONDS)
+        metrics.loop_lag.observe(max(loop.time() - start - LOOP_PROBE_SECONDS, 0.0))
+
+
+def _register_routes(app: web.Application) -> None:
+    # Runs once every setup function added its routes (on_startup sees the final router).
+    routes = {r.canonical for r in app.router.resources()}
+    app[METRICS].set_routes(routes)
+
+
+async def _on_startup(app: web.Application) -> None:
+    _register_routes(app)
 
 
 def setup_metrics(app: web.Application) -> None:
-    from service.keys import METRICS
+    """The app's Metrics, the pool collector, the /metrics listener and the request log."""
+    from service.logs import setup_request_log
 
-    app[METRICS] = Metrics()
+    metrics = Metrics(app.get(CONFIG))
+    metrics.registry.register(PoolCollector(app))
+    app[METRICS] = metrics
+    app.cleanup_ctx.append(metrics_listener_ctx)
+    app.on_startup.append(_on_startup)
+    setup_request_log(app)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-
-from aiohttp import web
+import asyncio
 
 from service.app import create_app
 from service.config import Config
@@ -20,14 +19,8 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(cfg.log_level)
     app = create_app(cfg)
-    # Readiness fails first on shutdown; in-flight requests get the drain time to finish.
-    web.run_app(
-        app,
-        host=cfg.host,
-        port=cfg.port,
-        print=None,
-        access_log=None,
-        shutdown_timeout=cfg.limits.request_deadline_seconds + 5,
-        handle_signals=True,
-    )
+    # Readiness fails first on SIGTERM; in-flight requests get the deadline to finish.
+    from service.health import serve
+
+    asyncio.run(serve(app, cfg))
     return 0
