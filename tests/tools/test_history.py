@@ -177,8 +177,9 @@ def test_byte_bound_keeps_longest_prefix_and_never_splits_a_run() -> None:
     ]
     assert all(r["error"]["message"] == heavy for n in kept for r in n["runs"])
     # longest: one more run (of the last node, or the next node's first) would not fit
-    assert len(raw) + len(json.dumps(run(9, id="n9-r9", error={"name": None, "message": heavy}),
-                                     separators=(",", ":"), ensure_ascii=False).encode()) > MAX_BYTES  # fmt: skip
+    one_more = run(9, id="n9-r9", error={"name": None, "message": heavy})
+    one_more_bytes = json.dumps(one_more, separators=(",", ":"), ensure_ascii=False).encode()
+    assert len(raw) + len(one_more_bytes) > MAX_BYTES
     assert len(raw) > MAX_BYTES - 5000
 
 
