@@ -177,8 +177,9 @@ class Admission:
         except (RedisError, OSError, TimeoutError) as err:
             self._metrics.redis_call("admit", time.perf_counter() - started, True)
             self._failed(err)
-            # A timed-out admission may have run (or still run) on the server.
-            self._compensate(request_id, caller.account_id, caller.approval_id)
+            if not _refused_connection(err):
+                # A timed-out admission may have run (or still run) on the server.
+                self._compensate(request_id, caller.account_id, caller.approval_id)
             return None
         self._metrics.redis_call("admit", time.perf_counter() - started, False)
         self._succeeded()
@@ -304,6 +305,16 @@ def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> s
     if limit == ACCOUNT:
         return f"This account already has {account_cap} requests in progress."
     return f"The service is handling {global_cap} requests at once."
+
+
+def _refused_connection(err: BaseException) -> bool:
+    """The connection was refused, so the command was certainly never sent."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _int_or_str(value: Any) -> int | str:
