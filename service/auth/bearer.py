@@ -37,10 +37,10 @@ _APPROVAL_QUERY = """
     SELECT a.account_id, a.client_id, a.generation, a.scopes,
            a.revoked_at IS NOT NULL AS revoked,
            a.expires_at <= now() AS expired,
-           coalesce(array_agg(m.workspace_id) FILTER (WHERE m.workspace_id IS NOT NULL),
-                    '{}') AS workspace_ids,
-           coalesce(array_agg(m.role) FILTER (WHERE m.workspace_id IS NOT NULL),
-                    '{}') AS roles
+           coalesce(array_agg(m.workspace_id ORDER BY m.workspace_id)
+                    FILTER (WHERE m.workspace_id IS NOT NULL), '{}') AS workspace_ids,
+           coalesce(array_agg(m.role ORDER BY m.workspace_id)
+                    FILTER (WHERE m.workspace_id IS NOT NULL), '{}') AS roles
       FROM approvals a
       LEFT JOIN approval_workspaces aw ON aw.approval_id = a.id
       LEFT JOIN memberships m ON m.account_id = a.account_id AND m.workspace_id = aw.workspace_id
