@@ -1,0 +1,157 @@
+"""Fixtures for the /mcp wire tests: a real app (create_app), a real approval and token.
+
+Each test seeds its own account and workspace (fresh UUIDs), so tests never share rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from service.app import create_app
+from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
+from service.config import Config
+from service.keys import DB_POOL, TOKENS
+
+MODERN = "2026-07-28"
+ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
+
+
+class Wire:
+    """One client of /mcp with a real bearer token: builds golden requests of both eras."""
+
+    def __init__(self, client: TestClient[web.Request, web.Application], token: str) -> None:
+        self.client = client
+        self.token = token
+        self.workspace_id: uuid.UUID | None = None
+        self.approval_id: uuid.UUID | None = None
+
+    @property
+    def app(self) -> web.Application:
+        return self.client.app  # type: ignore[return-value]
+
+    def base_headers(self, **extra: str) -> dict[str, str]:
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        headers.update(extra)
+        return headers
+
+    async def post(self, body: bytes | dict[str, Any], headers: dict[str, str]) -> Any:
+        data = body if isinstance(body, bytes) else msgspec.json.encode(body)
+        return await self.client.post("/mcp", data=data, headers=headers)
+
+    def modern_body(
+        self, method: str, params: dict[str, Any] | None = None, request_id: Any = 1
+    ) -> dict[str, Any]:
+        params = dict(params or {})
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "wire-test", "version": "1"},
+            **params.get("_meta", {}),
+        }
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+    def modern_headers(self, method: str, name: str | None = None, **extra: str) -> dict[str, str]:
+        headers = self.base_headers(**{"MCP-Protocol-Version": MODERN, "Mcp-Method": method})
+        if name is not None:
+            headers["Mcp-Name"] = name
+        headers.update(extra)
+        return headers
+
+    async def modern(
+        self, method: str, params: dict[str, Any] | None = None, request_id: Any = 1
+    ) -> Any:
+        name = (params or {}).get("name")
+        return await self.post(
+            self.modern_body(method, params, request_id), self.modern_headers(method, name)
+        )
+
+    async def initialize(self, version: str = "2025-11-25") -> str:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "wire-test", "version": "1"},
+            },
+        }
+        resp = await self.post(body, self.base_headers())
+        assert resp.status == 200, await resp.text()
+        session_id: str = resp.headers["Mcp-Session-Id"]
+        return session_id
+
+    async def legacy(
+        self,
+        session_id: str,
+        method: str,
+        params: dict[str, Any] | None = None,
+        request_id: Any = 1,
+        version: str = "2025-11-25",
+    ) -> Any:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if request_id is not None:
+            body["id"] = request_id
+        if params is not None:
+            body["params"] = params
+        headers = self.base_headers(
+            **{"Mcp-Session-Id": session_id, "MCP-Protocol-Version": version}
+        )
+        return await self.post(body, headers)
+
+
+async def approve(app: web.Application, scopes: str = "workspaces:read n8n:read") -> dict[str, Any]:
+    """A member account with one workspace, approved for an operator client: its token."""
+    pool = app[DB_POOL]
+    account_id, workspace_id = uuid.uuid4(), uuid.uuid4()
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "INSERT INTO accounts (id, email, name) VALUES ($1, $2, 'Wire Test')",
+            account_id,
+            f"wire-{account_id.hex}@example.com",
+        )
+        await conn.execute(
+            "INSERT INTO workspaces (id, name, time_zone) VALUES ($1, 'Wire workspace', 'UTC')",
+            workspace_id,
+        )
+        await conn.execute(
+            "INSERT INTO memberships (account_id, workspace_id, role) VALUES ($1, $2, 'owner')",
+            account_id,
+            workspace_id,
+        )
+        client_id = await create_operator_client(conn, "wire test")
+        approval = await grant_approval(
+            conn,
+            account_id=account_id,
+            client_id=client_id,
+            workspace_ids=[workspace_id],
+            scopes=scopes,
+            expires="1d",
+        )
+        issued = await issue_tokens(conn, app[TOKENS], approval)
+    return {
+        "token": issued.access_token,
+        "approval_id": approval.id,
+        "workspace_id": workspace_id,
+    }
+
+
+@pytest.fixture
+async def wire(aiohttp_client: ClientFactory, config: Config) -> Wire:
+    client = await aiohttp_client(create_app(config))
+    granted = await approve(client.app)  # type: ignore[arg-type]
+    w = Wire(client, granted["token"])
+    w.workspace_id = granted["workspace_id"]
+    w.approval_id = granted["approval_id"]
+    return w
