@@ -5,16 +5,21 @@ stored-order prefix of at most 1000 nodes whose compact UTF-8 JSON (non-ASCII no
 msgspec's encoding) is at most 32 KiB. `get_workflow` embeds the stored text as is.
 
 A list page must stay within the response bound: `fit_page` keeps the longest prefix of
-rows whose whole result fits, and the caller returns a cursor for the rest.
+rows whose whole result fits, and the caller returns a cursor for the rest. List cursors
+of the inventory tools anchor on a row (`anchor_position`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Callable, Sequence
 from typing import TypeVar
+from uuid import UUID
 
 import msgspec
 
+from service.errors import CursorStale, ValidationError
 from service.tools.base import Output, ToolContext
 
 MAX_NODES = 1000
@@ -22,6 +27,7 @@ MAX_INVENTORY_BYTES = 32 * 1024
 NODE_STRING_LIMITS = {"id": 1000, "name": 1000, "type": 300}  # the output schema's maxLength
 
 R = TypeVar("R")
+Page = TypeVar("Page", bound=Output)
 
 
 class InventoryNode(msgspec.Struct):
@@ -52,7 +58,7 @@ def bound_inventory(nodes: Sequence[InventoryNode]) -> tuple[str, bool]:
     return text, len(parts) < len(nodes)
 
 
-def fit_page(ctx: ToolContext, rows: Sequence[R], build: Callable[[int], Output]) -> Output:
+def fit_page(ctx: ToolContext, rows: Sequence[R], build: Callable[[int], Page]) -> Page:
     """The result for the longest prefix of `rows` within the response bound.
 
     `build(k)` makes the result holding the first k rows (with its nextCursor). Fitting is
@@ -72,3 +78,34 @@ def fit_page(ctx: ToolContext, rows: Sequence[R], build: Callable[[int], Output]
         else:
             high = middle - 1
     return build(low)
+
+
+# A list cursor's position is its anchor row: the id and a digest of the name it had. The
+# name itself is not carried (names are stored whole and may be very long); the anchor's
+# name is looked up again, and a deleted or renamed anchor means the retained records
+# changed under the cursor: MCP_CURSOR_STALE.
+def anchor_position(row_id: UUID, name: str) -> list[bytes]:
+    return [row_id.bytes, _name_digest(name)]
+
+
+def anchor_of(position: Sequence[object]) -> tuple[UUID, bytes]:
+    """The anchor of a position this codec authenticated; VALIDATION_ERROR if misshapen."""
+    if (
+        len(position) != 2
+        or not isinstance(position[0], bytes)
+        or len(position[0]) != 16
+        or not isinstance(position[1], bytes)
+    ):
+        raise ValidationError("`cursor` is not a cursor this tool issued.")
+    return UUID(bytes=position[0]), position[1]
+
+
+def check_anchor(stored_name: str | None, digest: bytes) -> str:
+    """The anchor's current name, or MCP_CURSOR_STALE when it is gone or renamed."""
+    if stored_name is None or not hmac.compare_digest(_name_digest(stored_name), digest):
+        raise CursorStale()
+    return stored_name
+
+
+def _name_digest(name: str) -> bytes:
+    return hashlib.sha256(name.encode("utf-8")).digest()[:8]

@@ -1,9 +1,90 @@
-"""Tool family module (STUB: filled in by the tools work)."""
+"""get_many_sync_jobs: recent collection jobs of one instance of a workspace.
+
+The window is the instance's newest 100 jobs (createdAt descending, then id descending);
+`limit` of them are returned, and `truncated` says the window holds more than `limit`.
+Since `limit` is at most 50, that is the same as "more than `limit` jobs exist", so the
+query reads `limit + 1` rows and never the whole window.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from service.tools.base import Tool
+import asyncpg
 
-TOOLS: list[Tool[Any]] = []
+from service.auth.caller import N8N_READ
+from service.errors import NotFound
+from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
+from service.tools.instances import instant
+from service.tools.shaping import format_instant
+
+WINDOW = 100
+
+
+class GetManySyncJobsParams(Params):
+    workspaceId: UuidArg
+    instanceId: UuidArg
+    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+
+
+class SyncJobOut(Output):
+    id: str
+    instanceId: str
+    scope: str
+    trigger: str
+    status: str
+    createdAt: str
+    finishedAt: str | None
+    errorCode: str | None
+
+
+class SyncJobsResult(Output):
+    workspaceId: str
+    instanceId: str
+    jobs: list[SyncJobOut]
+    truncated: bool
+
+
+_RECENT = """
+    SELECT j.* FROM sync_jobs j
+      JOIN instances i ON i.id = j.instance_id
+     WHERE j.instance_id = $1 AND i.workspace_id = $2
+     ORDER BY j.created_at DESC, j.id DESC
+     LIMIT $3
+"""
+
+
+def _out(row: asyncpg.Record) -> SyncJobOut:
+    return SyncJobOut(
+        id=str(row["id"]),
+        instanceId=str(row["instance_id"]),
+        scope=row["scope"],
+        trigger=row["trigger"],
+        status=row["status"],
+        createdAt=format_instant(row["created_at"]),
+        finishedAt=instant(row["finished_at"]),
+        errorCode=row["error_code"],
+    )
+
+
+async def get_many_sync_jobs(ctx: ToolContext, params: GetManySyncJobsParams) -> SyncJobsResult:
+    workspace_id = parse_uuid(params.workspaceId)
+    instance_id = parse_uuid(params.instanceId)
+    limit = int(params.limit)
+    ctx.workspace_role(workspace_id)
+    async with ctx.pool.acquire() as conn:
+        owner = await conn.fetchval("SELECT workspace_id FROM instances WHERE id = $1", instance_id)
+        if owner != workspace_id:
+            raise NotFound("No such instance in this workspace.")
+        rows = await conn.fetch(_RECENT, instance_id, workspace_id, min(limit + 1, WINDOW))
+    return SyncJobsResult(
+        workspaceId=str(workspace_id),
+        instanceId=str(instance_id),
+        jobs=[_out(row) for row in rows[:limit]],
+        truncated=len(rows) > limit,
+    )
+
+
+TOOLS: list[Tool[Any]] = [
+    Tool("get_many_sync_jobs", N8N_READ, GetManySyncJobsParams, get_many_sync_jobs),
+]

@@ -1,9 +1,266 @@
-"""Tool family module (STUB: filled in by the tools work)."""
+"""get_many_workflows and get_workflow: retained workflow metadata of a workspace.
+
+Lifecycle (SEMANTICS §2): `current` rows are present, not archived and not definition-less;
+the rest are `historical`. Lists are ordered by name (code point), then id, with a keyset
+cursor anchored on the last row (see service/tools/inventory.py). `costMedian` and
+`missingMappingObservations` come from workflow_execution_summaries, kept by the executions
+loader. get_workflow embeds the node inventory text stored at load time without re-encoding.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
+from uuid import UUID
 
-from service.tools.base import Tool
+import asyncpg
+import msgspec
 
-TOOLS: list[Tool[Any]] = []
+from service.auth.caller import N8N_READ
+from service.errors import NotFound
+from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
+from service.tools.common import Cost, Coverage, cost_of, coverage
+from service.tools.cursors import check_fresh
+from service.tools.instances import instant
+from service.tools.inventory import anchor_of, anchor_position, check_anchor, fit_page
+from service.tools.shaping import amount_fits, format_instant, shorten
+
+NAME_LIMIT = 200
+INSTANCE_NAME_LIMIT = 200
+SOURCE_ID_LIMIT = 200
+Lifecycle = Literal["current", "historical", "all"]
+
+
+class GetManyWorkflowsParams(Params):
+    workspaceId: UuidArg
+    instanceId: UuidArg | msgspec.UnsetType = msgspec.UNSET
+    lifecycle: Lifecycle = "current"
+    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+    cursor: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+
+
+class GetWorkflowParams(Params):
+    workspaceId: UuidArg
+    workflowId: UuidArg
+
+
+class CostMedian(Output):
+    cost: Cost | None
+    pricedExecutions: int
+    totalExecutions: int
+    partial: bool
+
+
+class WorkflowRow(Output, kw_only=True):
+    id: str
+    instanceId: str
+    instanceName: str
+    name: str
+    nameTruncated: bool
+    sourceId: str
+    active: bool
+    tracked: bool
+    present: bool
+    archived: bool | None | msgspec.UnsetType = msgspec.UNSET
+    definitionAvailable: bool | msgspec.UnsetType = msgspec.UNSET
+    definitionRemovedAt: str | None | msgspec.UnsetType = msgspec.UNSET
+    updatedAt: str | None
+    nodeCount: int
+    observedAt: str
+    missingMappingObservations: int | msgspec.UnsetType = msgspec.UNSET
+    costMedian: CostMedian | msgspec.UnsetType = msgspec.UNSET
+
+
+class WorkflowDetail(WorkflowRow, kw_only=True):
+    nodes: msgspec.Raw  # the stored inventory: compact JSON, already bounded
+    nodesTruncated: bool
+
+
+class WorkflowsPage(Output):
+    workspaceId: str
+    workflows: list[WorkflowRow]
+    nextCursor: str | None
+    coverage: Coverage
+
+
+class WorkflowResult(Output):
+    workspaceId: str
+    workflow: WorkflowDetail
+    coverage: Coverage
+
+
+_SELECT = """
+    SELECT w.id, w.instance_id, i.name AS instance_name, w.name, w.source_id, w.active,
+           w.tracked, w.present, w.archived_known, w.archived, w.definition_available,
+           w.definition_removed_known, w.definition_removed_at, w.updated_at, w.node_count,
+           w.observed_at, s.total_executions, s.priced_executions, s.median_amount,
+           s.cost_partial, s.missing_mapping_observations{extra}
+      FROM workflows w
+      JOIN instances i ON i.id = w.instance_id
+      LEFT JOIN workflow_execution_summaries s ON s.workflow_id = w.id
+"""
+_LIFECYCLE = {"current": "w.is_current", "historical": "NOT w.is_current", "all": None}
+_READ_ONLY = {"isolation": "repeatable_read", "readonly": True}
+
+
+def _page_query(
+    workspace_id: UUID,
+    instance_id: UUID | None,
+    lifecycle: Lifecycle,
+    after: tuple[str, UUID] | None,
+    fetch: int,
+) -> tuple[str, list[Any]]:
+    """One of a fixed set of statements (argument text never enters the SQL), with its
+    arguments; each shape has an index in (scope, [is_current,] name, id) order."""
+    args: list[Any] = [workspace_id]
+    where = ["w.workspace_id = $1"]
+    if instance_id is not None:
+        args.append(instance_id)
+        where.append(f"w.instance_id = ${len(args)}")
+    condition = _LIFECYCLE[lifecycle]
+    if condition:
+        where.append(condition)
+    if after is not None:
+        args.extend(after)
+        where.append(f'(w.name, w.id) > (${len(args) - 1}::text COLLATE "C", ${len(args)}::uuid)')
+    args.append(fetch)
+    sql = f"{_SELECT.format(extra='')} WHERE {' AND '.join(where)} ORDER BY w.name, w.id"
+    return f"{sql} LIMIT ${len(args)}", args
+
+
+def _cost_median(row: asyncpg.Record) -> CostMedian | msgspec.UnsetType:
+    total = row["total_executions"]
+    if total is None or total < 1:
+        return msgspec.UNSET
+    median = row["median_amount"]
+    return CostMedian(
+        cost=cost_of(median) if median is not None and amount_fits(median) else None,
+        pricedExecutions=row["priced_executions"],
+        totalExecutions=total,
+        partial=row["cost_partial"],
+    )
+
+
+def _fields(row: asyncpg.Record) -> dict[str, Any]:
+    name, name_truncated = shorten(row["name"], NAME_LIMIT)
+    missing = row["missing_mapping_observations"]
+    return {
+        "id": str(row["id"]),
+        "instanceId": str(row["instance_id"]),
+        "instanceName": shorten(row["instance_name"], INSTANCE_NAME_LIMIT)[0],
+        "name": name,
+        "nameTruncated": name_truncated,
+        "sourceId": shorten(row["source_id"], SOURCE_ID_LIMIT)[0],
+        "active": row["active"],
+        "tracked": row["tracked"],
+        "present": row["present"],
+        "archived": row["archived"] if row["archived_known"] else msgspec.UNSET,
+        "definitionAvailable": (
+            msgspec.UNSET if row["definition_available"] is None else row["definition_available"]
+        ),
+        "definitionRemovedAt": (
+            instant(row["definition_removed_at"])
+            if row["definition_removed_known"]
+            else msgspec.UNSET
+        ),
+        "updatedAt": instant(row["updated_at"]),
+        "nodeCount": row["node_count"],
+        "observedAt": format_instant(row["observed_at"]),
+        "missingMappingObservations": msgspec.UNSET if missing is None else missing,
+        "costMedian": _cost_median(row),
+    }
+
+
+async def _read_generation(conn: asyncpg.Connection, workspace_id: UUID) -> int:
+    generation = await conn.fetchval(
+        "SELECT read_generation FROM workspaces WHERE id = $1", workspace_id
+    )
+    if generation is None:
+        raise NotFound("No such workspace is granted to this connection.")
+    return int(generation)
+
+
+async def _check_instance(
+    conn: asyncpg.Connection, workspace_id: UUID, instance_id: UUID | None
+) -> None:
+    if instance_id is None:
+        return
+    owner = await conn.fetchval("SELECT workspace_id FROM instances WHERE id = $1", instance_id)
+    if owner != workspace_id:
+        raise NotFound("No such instance in this workspace.")
+
+
+async def get_many_workflows(ctx: ToolContext, params: GetManyWorkflowsParams) -> WorkflowsPage:
+    workspace_id = parse_uuid(params.workspaceId)
+    instance_id = parse_uuid(params.instanceId) if isinstance(params.instanceId, str) else None
+    limit = int(params.limit)
+    filters = [
+        str(workspace_id),
+        None if instance_id is None else str(instance_id),
+        params.lifecycle,
+    ]
+    binding = ctx.cursors.binding("get_many_workflows", ctx.caller, filters, limit)
+    state = ctx.cursors.open(params.cursor, binding) if isinstance(params.cursor, str) else None
+    ctx.workspace_role(workspace_id)
+    after: tuple[str, UUID] | None = None
+    async with ctx.pool.acquire() as conn, conn.transaction(**_READ_ONLY):
+        generation = await _read_generation(conn, workspace_id)
+        if state is not None:
+            check_fresh(state, generation)
+            after_id, digest = anchor_of(state.position)
+            stored = await conn.fetchval(
+                "SELECT name FROM workflows WHERE id = $1 AND workspace_id = $2",
+                after_id,
+                workspace_id,
+            )
+            after = (check_anchor(stored, digest), after_id)
+        await _check_instance(conn, workspace_id, instance_id)
+        query, args = _page_query(workspace_id, instance_id, params.lifecycle, after, limit + 1)
+        rows = await conn.fetch(query, *args)
+        scope = await coverage(conn, workspace_id, instance_id, "workflows")
+    more = len(rows) > limit
+    rows = rows[:limit]
+    listed = [WorkflowRow(**_fields(row)) for row in rows]
+
+    def build(count: int) -> WorkflowsPage:
+        cursor = None
+        if count and (more or count < len(rows)):
+            last = rows[count - 1]
+            position = anchor_position(last["id"], last["name"])
+            cursor = ctx.cursors.issue(binding, generation, position)
+        return WorkflowsPage(
+            workspaceId=str(workspace_id),
+            workflows=listed[:count],
+            nextCursor=cursor,
+            coverage=scope,
+        )
+
+    return fit_page(ctx, rows, build)
+
+
+async def get_workflow(ctx: ToolContext, params: GetWorkflowParams) -> WorkflowResult:
+    workspace_id = parse_uuid(params.workspaceId)
+    workflow_id = parse_uuid(params.workflowId)
+    ctx.workspace_role(workspace_id)
+    query = (
+        _SELECT.format(extra=", w.nodes_inventory, w.nodes_truncated")
+        + " WHERE w.id = $1 AND w.workspace_id = $2"
+    )
+    async with ctx.pool.acquire() as conn, conn.transaction(**_READ_ONLY):
+        row = await conn.fetchrow(query, workflow_id, workspace_id)
+        if row is None:
+            raise NotFound("No such workflow in this workspace.")
+        scope = await coverage(conn, workspace_id, None, "workflows")
+    detail = WorkflowDetail(
+        **_fields(row),
+        nodes=msgspec.Raw(row["nodes_inventory"].encode("utf-8")),
+        nodesTruncated=row["nodes_truncated"],
+    )
+    return WorkflowResult(workspaceId=str(workspace_id), workflow=detail, coverage=scope)
+
+
+TOOLS: list[Tool[Any]] = [
+    Tool("get_many_workflows", N8N_READ, GetManyWorkflowsParams, get_many_workflows),
+    Tool("get_workflow", N8N_READ, GetWorkflowParams, get_workflow),
+]

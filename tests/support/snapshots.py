@@ -149,9 +149,7 @@ def workflow(inst: Record | str, **overrides: Any) -> Record:
     )
 
 
-def execution(
-    inst: Record | str, workflow: Record | str | None = None, **overrides: Any
-) -> Record:
+def execution(inst: Record | str, workflow: Record | str | None = None, **overrides: Any) -> Record:
     """An execution of `inst`; `workflow` (a workflow record or id) sets workflowId and, from
     a record, workflowName and sourceWorkflowId."""
     n = next(_counter)
