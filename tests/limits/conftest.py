@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -26,22 +26,26 @@ from service.metrics import Metrics
 from tests.support.services import REDIS_URL
 
 
-@dataclass
 class RecordingMetrics(Metrics):
-    """The real Metrics interface, remembering what the limiter reported."""
+    """The real metrics, also remembering what the limiter reported, in order."""
 
-    refused: list[str] = field(default_factory=list)
-    degraded: list[bool] = field(default_factory=list)
-    redis_calls: list[tuple[str, float, bool]] = field(default_factory=list)
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorded_refused: list[str] = []
+        self.recorded_degraded: list[bool] = []
+        self.recorded_redis_calls: list[tuple[str, float, bool]] = []
 
     def limit_refused(self, limit: str) -> None:
-        self.refused.append(limit)
+        self.recorded_refused.append(limit)
+        super().limit_refused(limit)
 
     def limiter_degraded(self, degraded: bool) -> None:
-        self.degraded.append(degraded)
+        self.recorded_degraded.append(degraded)
+        super().limiter_degraded(degraded)
 
     def redis_call(self, operation: str, seconds: float, error: bool) -> None:
-        self.redis_calls.append((operation, seconds, error))
+        self.recorded_redis_calls.append((operation, seconds, error))
+        super().redis_call(operation, seconds, error)
 
 
 def make_caller(account_id: UUID | None = None, approval_id: UUID | None = None) -> Caller:

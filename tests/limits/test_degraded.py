@@ -49,10 +49,11 @@ async def test_closed_port_answers_at_once_with_the_per_process_share(
         await admission.acquire("acct-1", make_caller(account_id=caller.account_id))
     assert refused.value.limit == "account"
     assert admission.degraded
-    assert metrics.degraded == [True]
+    assert metrics.recorded_degraded == [True]
+    assert metrics.registry.get_sample_value("elova_mcp_limiter_degraded") == 1
     entering = [r for r in caplog.records if "unavailable" in r.getMessage()]
     assert len(entering) == 1
-    assert {op for op, _, error in metrics.redis_calls if error} == {"admit"}
+    assert {op for op, _, error in metrics.recorded_redis_calls if error} == {"admit"}
 
 
 async def test_many_requests_against_a_dead_redis_never_stall(
@@ -77,7 +78,7 @@ async def test_without_redis_the_per_process_limiter_is_the_normal_mode(
     )
     assert sum(isinstance(r, Grant) for r in results) == 4  # full caps: one replica expected
     assert not admission.degraded
-    assert metrics.degraded == []
+    assert metrics.recorded_degraded == []
     for r in results:
         if isinstance(r, Grant):
             await admission.release(r)
@@ -99,7 +100,7 @@ async def test_recovers_shared_limits_when_redis_returns(
     redis_server.stop()
     outage = [await admission.acquire(f"outage-{i}", make_caller()) for i in range(3)]
     assert not any(g.shared for g in outage)
-    assert admission.degraded and metrics.degraded == [True]
+    assert admission.degraded and metrics.recorded_degraded == [True]
     await admission.release(before)  # Redis is away: must neither fail nor wait
     for grant in outage:
         await admission.release(grant)
@@ -114,7 +115,8 @@ async def test_recovers_shared_limits_when_redis_returns(
 
     await wait_for(shared_again, timeout=3.0)
     assert not admission.degraded
-    assert metrics.degraded == [True, False]
+    assert metrics.recorded_degraded == [True, False]
+    assert metrics.registry.get_sample_value("elova_mcp_limiter_degraded") == 0
     messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert sum("unavailable" in m for m in messages) == 1
     assert sum("restored" in m for m in messages) == 1

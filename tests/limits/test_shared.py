@@ -33,7 +33,7 @@ async def test_global_cap_holds_under_fifty_concurrent_acquires(
     assert len(grants) == 4
     assert all(g.shared for g in grants)
     assert {r.limit for r in refusals} == {"global"}
-    assert metrics.refused == ["global"] * 46
+    assert metrics.recorded_refused == ["global"] * 46
     # Concurrency refusals advertise a short jittered hint, never the lease time.
     assert {r.retry_after_seconds for r in refusals} <= {1, 2}
     for grant in grants:
