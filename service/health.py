@@ -104,6 +104,7 @@ async def _close_connections_while_draining(
     # Keep-alive clients would keep reusing this replica; make them reconnect elsewhere.
     if request.app[DRAIN].draining:
         response.force_close()
+        response.headers["Connection"] = "close"  # headers are computed before this hook
 
 
 async def _on_shutdown(app: web.Application) -> None:

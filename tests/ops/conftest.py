@@ -15,6 +15,7 @@ from service.app import create_app
 from service.config import Config
 from service.keys import METRICS
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AppClient = TestClient[web.Request, web.Application]
 StartApp = Callable[..., Awaitable[AppClient]]
 
@@ -25,9 +26,11 @@ def start_app(
 ) -> StartApp:
     """Start `create_app` on a free port with its metrics listener on another free port."""
 
-    async def start(**overrides: Any) -> AppClient:
+    async def start(extra_routes: dict[str, Handler] | None = None, **overrides: Any) -> AppClient:
         overrides.setdefault("METRICS_PORT", "0")
         app = create_app(make_config(**overrides))
+        for path, handler in (extra_routes or {}).items():
+            app.router.add_get(path, handler)  # test-only routes, e.g. a slow or broken one
         return await aiohttp_client(app)
 
     return start
@@ -56,3 +59,18 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def value(text: str, name: str, **labels: str) -> float | None:
     return samples(text).get((name, tuple(sorted(labels.items()))))
+
+
+@pytest.fixture
+def serve_env(test_database: Any, signing_key_pem: bytes, redis_prefix: str) -> dict[str, str]:
+    """The settings of a real `elova-mcp serve` child process (ports are added by it)."""
+    from tests.support.services import REDIS_URL
+
+    return {
+        "ELOVA_DATABASE_URL": test_database.dsn,
+        "ELOVA_REDIS_URL": REDIS_URL,
+        "ELOVA_REDIS_KEY_PREFIX": redis_prefix,
+        "ELOVA_SIGNING_KEY": signing_key_pem.decode(),
+        "ELOVA_DB_POOL_MIN": "1",
+        "ELOVA_LOG_LEVEL": "INFO",
+    }
