@@ -1,9 +1,323 @@
-"""Tool family module (STUB: filled in by the tools work)."""
+"""get_many_executions and get_execution: retained execution rows, newest first.
+
+Order is coalesce(startedAt, createdAt, observedAt) descending, then id descending: the
+generated column `sort_at`, read by keyset on (sort_at, id) with the executions_* indexes.
+A period window (SEMANTICS §3) keeps dated rows whose chronology lies in [start, asOf]; for
+dated rows sort_at is the chronology, so the window is a range on the same index. The first
+page's asOf and window start travel in the cursor, so a walk reads one stable window.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, cast
+from uuid import UUID
 
-from service.tools.base import Tool
+import asyncpg
+import msgspec
 
-TOOLS: list[Tool[Any]] = []
+from service.errors import NotFound
+from service.tools.base import (
+    LimitArg,
+    Output,
+    Params,
+    Period,
+    TimeZoneArg,
+    Tool,
+    ToolContext,
+    UuidArg,
+    parse_uuid,
+)
+from service.tools.common import Cost, CostCoverage, Coverage, cost_of, coverage
+from service.tools.cursors import check_fresh
+from service.tools.inventory import fit_page
+from service.tools.periods import window_start
+from service.tools.shaping import (
+    duration_ms,
+    format_instant,
+    format_local,
+    resolve_zone,
+    shorten,
+)
+
+N8N_READ = "n8n:read"
+WORKFLOW_NAME_LENGTH = 100
+LABEL_LENGTH = 200  # instanceName, sourceId, sourceWorkflowId: shortened silently
+StatusFilter = Literal[
+    "success", "failed", "error", "crashed", "running", "waiting", "canceled", "new", "unknown"
+]
+CursorArg = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class ExecutionRow(Output):
+    id: str
+    instanceId: str
+    instanceName: str
+    workflowId: str | None
+    workflowName: str
+    workflowNameTruncated: bool
+    sourceId: str
+    sourceWorkflowId: str
+    status: str
+    startedAt: str | None
+    createdAt: str | None
+    stoppedAt: str | None
+    durationMs: int | None
+    observedAt: str
+    sourceMissing: bool
+    cost: Cost | None | msgspec.UnsetType = msgspec.UNSET
+    costCoverage: CostCoverage | msgspec.UnsetType = msgspec.UNSET
+
+
+class ManyExecutionsParams(Params):
+    workspaceId: UuidArg
+    instanceId: UuidArg | msgspec.UnsetType = msgspec.UNSET
+    workflowId: UuidArg | msgspec.UnsetType = msgspec.UNSET
+    status: StatusFilter | msgspec.UnsetType = msgspec.UNSET
+    period: Period = "all"
+    timeZone: TimeZoneArg | msgspec.UnsetType = msgspec.UNSET
+    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+    cursor: CursorArg | msgspec.UnsetType = msgspec.UNSET
+
+
+class ManyExecutions(Output):
+    workspaceId: str
+    period: str
+    timeZone: str
+    asOf: str
+    executions: list[ExecutionRow]
+    nextCursor: str | None
+    coverage: Coverage
+
+
+class ExecutionParams(Params):
+    workspaceId: UuidArg
+    executionId: UuidArg
+
+
+class OneExecution(Output):
+    workspaceId: str
+    execution: ExecutionRow
+    coverage: Coverage
+    history: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_ROW_COLUMNS = """
+    e.id, e.instance_id, i.name AS instance_name, e.workflow_id, e.workflow_name, e.source_id,
+    e.source_workflow_id, e.status, e.started_at, e.created_at, e.stopped_at, e.observed_at,
+    e.source_missing, e.sort_at, e.cost_state, e.cost_amount, e.cc_state, e.cc_priced,
+    e.cc_unresolved, e.cc_excluded, e.cc_observations, e.cc_missing_mapping
+"""
+
+# One statement for every filter combination: each optional filter is `$n IS NULL OR …`,
+# which PostgreSQL folds away once the parameter is known (custom plans for few executions).
+_PAGE = f"""
+SELECT {_ROW_COLUMNS}
+  FROM executions e JOIN instances i ON i.id = e.instance_id
+ WHERE e.workspace_id = $1
+   AND ($2::uuid IS NULL OR e.instance_id = $2)
+   AND ($3::uuid IS NULL OR e.workflow_id = $3)
+   AND ($4::text[] IS NULL OR e.status = ANY($4))
+   AND ($5::timestamptz IS NULL OR (e.dated AND e.sort_at >= $5 AND e.sort_at <= $6))
+   AND ($7::timestamptz IS NULL OR (e.sort_at, e.id) < ($7, $8::uuid))
+ ORDER BY e.sort_at DESC, e.id DESC
+ LIMIT $9
+"""
+
+_ONE = f"""
+SELECT {_ROW_COLUMNS}, e.history
+  FROM executions e JOIN instances i ON i.id = e.instance_id
+ WHERE e.id = $1 AND e.workspace_id = $2
+"""
+
+_WORKSPACE = "SELECT time_zone, read_generation FROM workspaces WHERE id = $1"
+
+
+def shape_row(row: asyncpg.Record) -> ExecutionRow:
+    """A stored execution as the tools return it (cost absent / null / present as stored)."""
+    name, name_cut = shorten(row["workflow_name"], WORKFLOW_NAME_LENGTH)
+    out = ExecutionRow(
+        id=str(row["id"]),
+        instanceId=str(row["instance_id"]),
+        instanceName=shorten(row["instance_name"], LABEL_LENGTH)[0],
+        workflowId=None if row["workflow_id"] is None else str(row["workflow_id"]),
+        workflowName=name,
+        workflowNameTruncated=name_cut,
+        sourceId=shorten(row["source_id"], LABEL_LENGTH)[0],
+        sourceWorkflowId=shorten(row["source_workflow_id"], LABEL_LENGTH)[0],
+        status=row["status"],
+        startedAt=_instant(row["started_at"]),
+        createdAt=_instant(row["created_at"]),
+        stoppedAt=_instant(row["stopped_at"]),
+        durationMs=duration_ms(row["started_at"], row["stopped_at"]),
+        observedAt=format_instant(row["observed_at"]),
+        sourceMissing=row["source_missing"],
+    )
+    if row["cost_state"] == 1:
+        out.cost = None
+    elif row["cost_state"] == 2:
+        out.cost = cost_of(row["cost_amount"])
+    if row["cc_state"] is not None:
+        out.costCoverage = CostCoverage(
+            state=row["cc_state"],
+            pricedComponents=row["cc_priced"],
+            unresolvedComponents=row["cc_unresolved"],
+            excludedComponents=row["cc_excluded"],
+            observations=row["cc_observations"],
+        )
+        if row["cc_missing_mapping"] is not None:
+            out.costCoverage.missingMappingObservations = row["cc_missing_mapping"]
+    return out
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else format_instant(value)
+
+
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+async def _workspace(ctx: ToolContext, workspace_id: UUID) -> asyncpg.Record:
+    ctx.workspace_role(workspace_id)
+    row = await ctx.pool.fetchrow(_WORKSPACE, workspace_id)
+    if row is None:
+        raise NotFound("No such workspace is granted to this connection.")
+    return row
+
+
+async def _check_filters(
+    ctx: ToolContext, workspace_id: UUID, instance_id: UUID | None, workflow_id: UUID | None
+) -> None:
+    if instance_id is not None:
+        found = await ctx.pool.fetchval(
+            "SELECT 1 FROM instances WHERE id = $1 AND workspace_id = $2", instance_id, workspace_id
+        )
+        if found is None:
+            raise NotFound("No such instance in this workspace.")
+    if workflow_id is not None:
+        found = await ctx.pool.fetchval(
+            "SELECT 1 FROM workflows WHERE id = $1 AND workspace_id = $2", workflow_id, workspace_id
+        )
+        if found is None:
+            raise NotFound("No such workflow in this workspace.")
+
+
+def _opt_uuid(value: str | msgspec.UnsetType) -> UUID | None:
+    return None if isinstance(value, msgspec.UnsetType) else parse_uuid(value)
+
+
+def _statuses(value: str | msgspec.UnsetType) -> list[str] | None:
+    if isinstance(value, msgspec.UnsetType):
+        return None
+    return ["error", "crashed"] if value == "failed" else [value]
+
+
+async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) -> ManyExecutions:
+    workspace_id = parse_uuid(params.workspaceId)
+    limit = int(params.limit)
+    instance_id = _opt_uuid(params.instanceId)
+    workflow_id = _opt_uuid(params.workflowId)
+    status = None if isinstance(params.status, msgspec.UnsetType) else params.status
+    explicit_zone = None if isinstance(params.timeZone, msgspec.UnsetType) else params.timeZone
+    if explicit_zone is not None:
+        resolve_zone(explicit_zone)  # precedence: a bad zone before the cursor
+    # The zone as sent (None: the workspace's) is bound; the window itself rides in the cursor.
+    binding = ctx.cursors.binding(
+        "get_many_executions",
+        ctx.caller,
+        [str(workspace_id), _s(instance_id), _s(workflow_id), status, params.period, explicit_zone],
+        limit,
+    )
+    state = None
+    if not isinstance(params.cursor, msgspec.UnsetType):
+        state = ctx.cursors.open(params.cursor, binding)
+    workspace = await _workspace(ctx, workspace_id)
+    if state is not None:
+        check_fresh(state, workspace["read_generation"])
+    await _check_filters(ctx, workspace_id, instance_id, workflow_id)
+    zone_name = explicit_zone or workspace["time_zone"]
+    zone = resolve_zone(zone_name)
+
+    after: tuple[datetime, UUID] | None = None
+    if state is None:
+        as_of = ctx.now.astimezone(UTC)
+        start = window_start(params.period, as_of, zone)
+    else:
+        as_of_us, start_us, sort_us, last_id = state.position
+        as_of = _from_micros(as_of_us)
+        start = None if start_us is None else _from_micros(start_us)
+        after = (_from_micros(sort_us), UUID(bytes=last_id))
+
+    rows = await ctx.pool.fetch(
+        _PAGE,
+        workspace_id,
+        instance_id,
+        workflow_id,
+        _statuses(params.status),
+        start,
+        as_of,
+        None if after is None else after[0],
+        None if after is None else after[1],
+        limit + 1,
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    shaped = [shape_row(r) for r in rows]
+    cover = await coverage(ctx.pool, workspace_id, instance_id, "executions")
+    as_of_text = format_local(as_of, zone)
+
+    def build(count: int) -> ManyExecutions:
+        next_cursor = None
+        if count < len(rows) or more:
+            last = rows[count - 1]
+            position = [
+                _micros(as_of),
+                None if start is None else _micros(start),
+                _micros(last["sort_at"]),
+                last["id"].bytes,
+            ]
+            next_cursor = ctx.cursors.issue(binding, workspace["read_generation"], position)
+        return ManyExecutions(
+            workspaceId=str(workspace_id),
+            period=params.period,
+            timeZone=zone_name,
+            asOf=as_of_text,
+            executions=shaped[:count],
+            nextCursor=next_cursor,
+            coverage=cover,
+        )
+
+    return cast(ManyExecutions, fit_page(ctx, shaped, build))
+
+
+def _s(value: UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+async def get_execution(ctx: ToolContext, params: ExecutionParams) -> OneExecution:
+    workspace_id = parse_uuid(params.workspaceId)
+    execution_id = parse_uuid(params.executionId)
+    await _workspace(ctx, workspace_id)
+    row = await ctx.pool.fetchrow(_ONE, execution_id, workspace_id)
+    if row is None:
+        raise NotFound("No such execution in this workspace.")
+    out = OneExecution(
+        workspaceId=str(workspace_id),
+        execution=shape_row(row),
+        coverage=await coverage(ctx.pool, workspace_id, None, "executions"),
+    )
+    if row["history"] is not None:
+        out.history = msgspec.Raw(row["history"].encode("utf-8"))
+    return out
+
+
+TOOLS: list[Tool[Any]] = [
+    Tool("get_many_executions", N8N_READ, ManyExecutionsParams, get_many_executions),
+    Tool("get_execution", N8N_READ, ExecutionParams, get_execution),
+]
