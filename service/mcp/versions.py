@@ -31,7 +31,7 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 # Methods whose params name a target that the Mcp-Name header mirrors.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>[A-Za-z0-9+/]*={0,2})\?=\Z")
+_PREFIX, _SUFFIX = "=?base64?", "?="
 # RFC 9110 field values: visible ASCII, space and tab.
 _FIELD_VALUE = re.compile(r"^[\x20-\x7e\t]*\Z")
 
@@ -60,11 +60,11 @@ def decode_header_value(value: str) -> str | None:
     """An `Mcp-Name` value as the body would spell it; None when malformed (never matches)."""
     if not _FIELD_VALUE.match(value):
         return None
-    match = _SENTINEL.match(value)
-    if match is None:
+    # Anything shaped like the sentinel is encoded: a malformed one must never match.
+    if not (value.startswith(_PREFIX) and value.endswith(_SUFFIX) and len(value) >= 11):
         return value
     try:
-        raw = base64.b64decode(match.group("payload"), validate=True)
+        raw = base64.b64decode(value[len(_PREFIX) : -len(_SUFFIX)], validate=True)
         return raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None

@@ -155,3 +155,21 @@ async def wire(aiohttp_client: ClientFactory, config: Config) -> Wire:
     w.workspace_id = granted["workspace_id"]
     w.approval_id = granted["approval_id"]
     return w
+
+
+WireFactory = Callable[..., Awaitable[Wire]]
+
+
+@pytest.fixture
+def make_wire(aiohttp_client: ClientFactory, make_config: Callable[..., Config]) -> WireFactory:
+    """A Wire on an app built with config overrides (ELOVA_* names without the prefix)."""
+
+    async def build(scopes: str = "workspaces:read n8n:read", **overrides: Any) -> Wire:
+        client = await aiohttp_client(create_app(make_config(**overrides)))
+        granted = await approve(client.app, scopes)  # type: ignore[arg-type]
+        w = Wire(client, granted["token"])
+        w.workspace_id = granted["workspace_id"]
+        w.approval_id = granted["approval_id"]
+        return w
+
+    return build
