@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
 import msgspec
 import pytest
 
@@ -248,3 +249,45 @@ async def test_over_the_rate_budget_is_429(make_wire: WireFactory) -> None:
     # Notifications are not admitted, so they are not refused either.
     body = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
     assert (await wire.post(body, wire.modern_headers("notifications/cancelled"))).status == 202
+
+
+async def test_admission_slot_is_released_after_a_deadline(make_wire: WireFactory) -> None:
+    wire = await make_wire(LIMIT_ACCOUNT_CONCURRENCY="1", REQUEST_DEADLINE_SECONDS="0.2")
+
+    async def slow(ctx: ToolContext, params: PadParams) -> Padded:
+        await asyncio.sleep(5)
+        return Padded(pad="")
+
+    stand_in(wire, "get_execution", slow)
+    result = (await (await call(wire, "get_execution", {})).json())["result"]
+    assert result["_meta"]["code"] == "DEADLINE_EXCEEDED"
+    assert (await wire.modern("tools/list")).status == 200
+
+
+async def test_admission_slot_is_released_when_the_client_goes_away(make_wire: WireFactory) -> None:
+    wire = await make_wire(LIMIT_ACCOUNT_CONCURRENCY="1")
+    finished = asyncio.Event()
+
+    async def slow(ctx: ToolContext, params: PadParams) -> Padded:
+        try:
+            await asyncio.sleep(0.5)
+            return Padded(pad="")
+        finally:
+            finished.set()
+
+    stand_in(wire, "get_execution", slow)
+    body = wire.modern_body("tools/call", {"name": "get_execution", "arguments": {}})
+    with pytest.raises(asyncio.TimeoutError):
+        await wire.client.post(
+            "/mcp",
+            data=msgspec.json.encode(body),
+            headers=wire.modern_headers("tools/call", "get_execution"),
+            timeout=aiohttp.ClientTimeout(total=0.1),
+        )
+    await asyncio.wait_for(finished.wait(), 5)
+    for _ in range(50):  # the release runs just after the handler returns
+        resp = await wire.modern("tools/list")
+        if resp.status == 200:
+            break
+        await asyncio.sleep(0.05)
+    assert resp.status == 200
