@@ -10,7 +10,7 @@ page's asOf and window start travel in the cursor, so a walk reads one stable wi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import asyncpg
@@ -110,20 +110,33 @@ _ROW_COLUMNS = """
     e.cc_unresolved, e.cc_excluded, e.cc_observations, e.cc_missing_mapping
 """
 
-# One statement for every filter combination: each optional filter is `$n IS NULL OR …`,
-# which PostgreSQL folds away once the parameter is known (custom plans for few executions).
-_PAGE = f"""
-SELECT {_ROW_COLUMNS}
-  FROM executions e JOIN instances i ON i.id = e.instance_id
- WHERE e.workspace_id = $1
-   AND ($2::uuid IS NULL OR e.instance_id = $2)
-   AND ($3::uuid IS NULL OR e.workflow_id = $3)
-   AND ($4::text[] IS NULL OR e.status = ANY($4))
-   AND ($5::timestamptz IS NULL OR (e.dated AND e.sort_at >= $5 AND e.sort_at <= $6))
-   AND ($7::timestamptz IS NULL OR (e.sort_at, e.id) < ($7, $8::uuid))
- ORDER BY e.sort_at DESC, e.id DESC
- LIMIT $9
-"""
+# Each filter adds a constant condition (never text from the request): a statement per
+# filter combination, so every prepared plan can use the matching index for the keyset.
+_PAGE_CONDITIONS = {
+    "instance": "e.instance_id = ${}",
+    "workflow": "e.workflow_id = ${}",
+    "status": "e.status = ANY(${}::text[])",
+    "window": "e.dated AND e.sort_at >= ${} AND e.sort_at <= ${}",
+    "after": "(e.sort_at, e.id) < (${}, ${}::uuid)",
+}
+
+
+def page_query(filters: dict[str, tuple[Any, ...]]) -> tuple[str, list[Any]]:
+    """The page statement for the filters present and its arguments ($1 is the workspace,
+    the last one the row limit)."""
+    conditions = ["e.workspace_id = $1"]
+    arguments: list[Any] = []
+    for name, values in filters.items():
+        numbers = range(len(arguments) + 2, len(arguments) + 2 + len(values))
+        conditions.append(_PAGE_CONDITIONS[name].format(*numbers))
+        arguments.extend(values)
+    query = (
+        f"SELECT {_ROW_COLUMNS} FROM executions e JOIN instances i ON i.id = e.instance_id"
+        f" WHERE {' AND '.join(conditions)}"
+        f" ORDER BY e.sort_at DESC, e.id DESC LIMIT ${len(arguments) + 2}"
+    )
+    return query, arguments
+
 
 _ONE = f"""
 SELECT {_ROW_COLUMNS}, e.history
@@ -212,9 +225,7 @@ def _opt_uuid(value: str | msgspec.UnsetType) -> UUID | None:
     return None if isinstance(value, msgspec.UnsetType) else parse_uuid(value)
 
 
-def _statuses(value: str | msgspec.UnsetType) -> list[str] | None:
-    if isinstance(value, msgspec.UnsetType):
-        return None
+def _statuses(value: str) -> list[str]:
     return ["error", "crashed"] if value == "failed" else [value]
 
 
@@ -254,18 +265,19 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
         start = None if start_us is None else _from_micros(start_us)
         after = (_from_micros(sort_us), UUID(bytes=last_id))
 
-    rows = await ctx.pool.fetch(
-        _PAGE,
-        workspace_id,
-        instance_id,
-        workflow_id,
-        _statuses(params.status),
-        start,
-        as_of,
-        None if after is None else after[0],
-        None if after is None else after[1],
-        limit + 1,
-    )
+    filters: dict[str, tuple[Any, ...]] = {}
+    if instance_id is not None:
+        filters["instance"] = (instance_id,)
+    if workflow_id is not None:
+        filters["workflow"] = (workflow_id,)
+    if status is not None:
+        filters["status"] = (_statuses(status),)
+    if start is not None:
+        filters["window"] = (start, as_of)
+    if after is not None:
+        filters["after"] = after
+    query, arguments = page_query(filters)
+    rows = await ctx.pool.fetch(query, workspace_id, *arguments, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     shaped = [shape_row(r) for r in rows]
@@ -293,7 +305,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
             coverage=cover,
         )
 
-    return cast(ManyExecutions, fit_page(ctx, shaped, build))
+    return fit_page(ctx, shaped, build)
 
 
 def _s(value: UUID | None) -> str | None:

@@ -78,17 +78,13 @@ class Stats(Output):
 
 _WORKSPACE = "SELECT read_generation, execution_poll_interval_seconds FROM workspaces WHERE id = $1"
 
-# Everything retained in scope: what `excludedExecutions` and `undatedExecutions` count from,
-# and where `all` buckets begin.
-_SCOPE = """
-SELECT count(*) AS retained,
-       count(*) FILTER (WHERE NOT dated) AS undated,
-       min(sort_at) FILTER (WHERE dated) AS first_dated
-  FROM executions WHERE workspace_id = $1
-"""
+# Everything retained in scope: what `excludedExecutions` and `undatedExecutions` count from.
+_RETAINED = "SELECT count(*) FROM executions WHERE workspace_id = $1"
+_UNDATED = "SELECT count(*) FROM executions WHERE workspace_id = $1 AND NOT dated"
+# Where `all` buckets begin: the first entry of executions_dated_chronology.
+_FIRST_DATED = "SELECT min(sort_at) FROM executions WHERE workspace_id = $1 AND dated"
 
-# The counted executions: the window [start, asOf] of dated rows, or every row for `all`.
-_TOTALS = """
+_COUNTED = """
 SELECT count(*) AS executions,
        count(*) FILTER (WHERE status = 'success') AS success,
        count(*) FILTER (WHERE status IN ('error', 'crashed')) AS failed,
@@ -102,8 +98,10 @@ SELECT count(*) AS executions,
        sum(cc_missing_mapping)::bigint AS cc_missing_mapping
   FROM executions
  WHERE workspace_id = $1
-   AND ($2::timestamptz IS NULL OR (dated AND sort_at >= $2 AND sort_at <= $3))
 """
+# The counted executions: every retained one for `all`, else dated ones in [start, asOf].
+_TOTALS_ALL = _COUNTED
+_TOTALS_WINDOW = _COUNTED + "   AND dated AND sort_at >= $2 AND sort_at <= $3\n"
 
 _BUCKETS = """
 SELECT width_bucket(sort_at, $2::timestamptz[]) AS bucket,
@@ -128,9 +126,15 @@ async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
 
     async with ctx.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
         # One snapshot for every count, so totals, buckets and excluded agree.
-        scope = await conn.fetchrow(_SCOPE, workspace_id)
-        totals = await conn.fetchrow(_TOTALS, workspace_id, start, as_of)
-        plan = buckets_for(params.period, as_of, zone, scope["first_dated"])
+        retained = await conn.fetchval(_RETAINED, workspace_id)
+        undated = await conn.fetchval(_UNDATED, workspace_id)
+        if start is None:
+            totals = await conn.fetchrow(_TOTALS_ALL, workspace_id)
+            first_dated = await conn.fetchval(_FIRST_DATED, workspace_id)
+        else:
+            totals = await conn.fetchrow(_TOTALS_WINDOW, workspace_id, start, as_of)
+            first_dated = None
+        plan = buckets_for(params.period, as_of, zone, first_dated)
         buckets = await _buckets(conn, workspace_id, plan.starts, as_of, zone)
     cover = await coverage(ctx.pool, workspace_id, None, "executions")
 
@@ -146,8 +150,8 @@ async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
             success=totals["success"],
             failed=totals["failed"],
             other=counted - totals["success"] - totals["failed"],
-            excludedExecutions=scope["retained"] - counted,
-            undatedExecutions=scope["undated"],
+            excludedExecutions=retained - counted,
+            undatedExecutions=undated,
         ),
         buckets=buckets,
         cost=cost,
