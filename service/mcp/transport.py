@@ -134,9 +134,9 @@ async def _admit_and_dispatch(
         answer = await _answer(call)
     finally:
         metrics.request_finished()
-        if grant is not None:
+        if admission is not None and grant is not None:
             # Shielded: a client that disconnects must not leak the admission slot.
-            await asyncio.shield(admission.release(grant))  # type: ignore[union-attr]
+            await asyncio.shield(admission.release(grant))
     if grant is not None:
         answer.headers.update(grant.headers())
     return answer
@@ -268,7 +268,7 @@ def _limited(err: LimitExceeded, request_id: p.RequestId) -> Answer:
 
 def _cors_headers(request: web.Request) -> dict[str, str]:
     origin = request.headers.get(ORIGIN)
-    if origin is None:
+    if origin is None or not guards.origin_ok(origin, request.app[CONFIG]):
         return {}
     return {
         "Access-Control-Allow-Origin": origin,

@@ -220,3 +220,12 @@ async def test_unknown_version_header_without_meta_is_32022(wire: Wire) -> None:
             "data": {"supported": [MODERN, "2025-11-25", "2025-06-18"], "requested": "1900-01-01"},
         },
     }
+
+
+async def test_refused_origin_gets_no_cors_grant(wire: Wire) -> None:
+    resp = await wire.post(
+        wire.modern_body("tools/list"),
+        wire.modern_headers("tools/list", Origin="https://evil.example.com"),
+    )
+    assert resp.status == 403
+    assert "Access-Control-Allow-Origin" not in resp.headers
