@@ -124,7 +124,7 @@ async def _admit_and_dispatch(
         try:
             grant = await admission.acquire(rid, caller)
         except LimitExceeded as err:
-            metrics.limit_refused(err.limit)
+            # Admission itself counts the refusal (metrics.limit_refused): not again here.
             return _limited(err, request_id)
     metrics.request_started()
     try:

@@ -291,3 +291,16 @@ async def test_admission_slot_is_released_when_the_client_goes_away(make_wire: W
             break
         await asyncio.sleep(0.05)
     assert resp.status == 200
+
+
+async def test_success_in_a_session_golden(wire: Wire) -> None:
+    sid = await wire.initialize("2025-06-18")
+    resp = await wire.legacy(
+        sid, "tools/call", {"name": "get_many_workspaces"}, request_id="s1", version="2025-06-18"
+    )
+    answer = await resp.json()
+    assert answer["id"] == "s1"
+    result = answer["result"]
+    assert sorted(result) == ["content", "isError", "structuredContent"]
+    assert result["isError"] is False
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
