@@ -1,0 +1,110 @@
+"""What every client test checks the same way: the published catalog, the tool calls to make
+against the dataset, and the validation of each result (structuredContent against the
+tool's outputSchema under JSON Schema 2020-12, the text block equal to the structured JSON,
+and the values the dataset says it must hold)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+from tests.clients.dataset import Dataset
+
+# The repository's copy of the product contract (identical to shared/spec/elova-tools.json).
+CATALOG_PATH = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+TOOL_FIELDS = ("name", "description", "inputSchema", "outputSchema", "annotations")
+
+
+@cache
+def catalog() -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = json.loads(CATALOG_PATH.read_text("utf-8"))["tools"]
+    return tools
+
+
+@cache
+def _validator(tool: str) -> Draft202012Validator:
+    schema = next(t["outputSchema"] for t in catalog() if t["name"] == tool)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def check_listing(listed: list[dict[str, Any]]) -> None:
+    """tools/list as a client received it: exactly the nine tools, fields equal to the spec."""
+    assert [t["name"] for t in listed] == [t["name"] for t in catalog()]
+    for got, want in zip(listed, catalog(), strict=True):
+        for name in TOOL_FIELDS:
+            assert got.get(name) == want[name], f"{want['name']}.{name} differs from the catalog"
+
+
+def plan(data: Dataset) -> list[tuple[str, dict[str, Any]]]:
+    """One call of every tool, in catalog order, with arguments naming real records."""
+    ws = data.workspace_id
+    return [
+        ("get_many_workspaces", {"limit": 50}),
+        ("get_workspace", {"workspaceId": ws}),
+        ("get_many_instances", {"workspaceId": ws}),
+        ("get_execution_stats", {"workspaceId": ws, "period": "all", "timeZone": "Asia/Kathmandu"}),
+        ("get_many_sync_jobs", {"workspaceId": ws, "instanceId": data.instance_id}),
+        ("get_many_executions", {"workspaceId": ws, "limit": 10}),
+        ("get_execution", {"workspaceId": ws, "executionId": data.execution_id}),
+        ("get_many_workflows", {"workspaceId": ws, "lifecycle": "all"}),
+        ("get_workflow", {"workspaceId": ws, "workflowId": data.workflow_id}),
+    ]
+
+
+def check_result(tool: str, result: dict[str, Any], data: Dataset) -> dict[str, Any]:
+    """A successful tools/call result in wire form (isError, content, structuredContent)."""
+    assert result.get("isError") in (None, False), f"{tool} failed: {result.get('content')}"
+    structured = result["structuredContent"]
+    errors = sorted(_validator(tool).iter_errors(structured), key=str)
+    assert not errors, f"{tool} output does not match its outputSchema: {errors[0]}"
+    texts = [c for c in result["content"] if c.get("type") == "text"]
+    assert len(texts) == 1, f"{tool}: expected one text block, got {result['content']}"
+    assert json.loads(texts[0]["text"]) == structured, f"{tool}: text differs from structured"
+    _check_values(tool, structured, data)
+    return dict(structured)
+
+
+def _check_values(tool: str, out: dict[str, Any], data: Dataset) -> None:
+    if tool == "get_many_workspaces":
+        assert {w["id"] for w in out["workspaces"]} == set(data.granted)
+        assert [w["name"] for w in out["workspaces"]][1] == data.workspace_name
+    elif tool == "get_workspace":
+        assert out["workspace"]["id"] == data.workspace_id
+        assert out["workspace"]["name"] == data.workspace_name
+        assert out["workspace"]["timeZone"] == "Asia/Kathmandu"
+    elif tool == "get_many_instances":
+        assert data.instance_id in {i["id"] for i in out["instances"]}
+        assert len(out["instances"]) == 2
+    elif tool == "get_execution_stats":
+        totals = out["totals"]
+        counts = (totals["executions"], totals["success"], totals["failed"], totals["other"])
+        assert counts == (4, 1, 2, 1)
+        assert totals["undatedExecutions"] == 1
+        assert Decimal(out["cost"]["amount"]) == Decimal("0.5125")
+        assert out["asOf"].endswith("+05:45")
+    elif tool == "get_many_sync_jobs":
+        assert [j["status"] for j in out["jobs"]] == ["failed", "succeeded"]
+    elif tool == "get_many_executions":
+        assert len(out["executions"]) == 4 and out["nextCursor"] is None
+    elif tool == "get_execution":
+        assert out["execution"]["id"] == data.execution_id
+        assert out["execution"]["cost"]["amount"] == "0.0125"
+    elif tool == "get_many_workflows":
+        assert data.workflow_id in {w["id"] for w in out["workflows"]}
+        assert len(out["workflows"]) == 2
+    elif tool == "get_workflow":
+        assert out["workflow"]["id"] == data.workflow_id
+        assert out["workflow"]["name"] == "Orders \u2192 CRM \U0001d11e"
+
+
+def check_not_found(result: dict[str, Any]) -> None:
+    """A workspace not granted to the approval: a tool error, indistinguishable from absent."""
+    assert result.get("isError") is True
+    assert result["content"][0]["text"].startswith("NOT_FOUND: ")
+    assert result.get("structuredContent") is None

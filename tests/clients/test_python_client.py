@@ -1,0 +1,64 @@
+"""The official Python client (`mcp` 2.x) against the running `elova-mcp serve`: in its default
+mode (it probes `server/discover` and speaks 2026-07-28) and in legacy mode (initialize and a
+session), with the bearer header on its own httpx client. Lists the tools and calls every
+one of them with real records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.clients.checks import check_listing, check_not_found, check_result, plan
+from tests.clients.conftest import IssueToken
+from tests.clients.dataset import Dataset
+from tests.support.server import ServeProcesses
+
+EXPECTED_VERSION = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """A result as it was on the wire (camelCase names, unset fields left out)."""
+    out: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_python_client_lists_and_calls_every_tool(
+    elova: ServeProcesses, dataset: Dataset, issue_token: IssueToken, mode: str
+) -> None:
+    headers = {"Authorization": f"Bearer {await issue_token()}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(elova.mcp_url, http_client=http), mode=mode) as client,
+    ):
+        assert client.protocol_version == EXPECTED_VERSION[mode]
+        assert client.server_capabilities.tools is not None
+
+        listed = await client.list_tools()
+        assert listed.next_cursor is None
+        check_listing([wire(t) for t in listed.tools])
+
+        for tool, arguments in plan(dataset):
+            result = await client.call_tool(tool, arguments)
+            check_result(tool, wire(result), dataset)
+
+        # A workspace that exists but is not granted reads exactly like one that does not.
+        for workspace in (dataset.foreign_workspace_id, "0b6f0a4e-5d1c-4c0e-9a53-2f9d7a3c1e00"):
+            refused = await client.call_tool("get_workspace", {"workspaceId": workspace})
+            check_not_found(wire(refused))
+
+
+async def test_python_client_without_a_token_is_refused(elova: ServeProcesses) -> None:
+    """No bearer: the client cannot connect, in either mode (401 before anything else)."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for mode in ("auto", "legacy"):
+            with pytest.raises(Exception) as caught:  # the SDK wraps the 401 its own way
+                async with Client(
+                    streamable_http_client(elova.mcp_url, http_client=http), mode=mode
+                ):
+                    pass
+            assert "401" in repr(caught.value) or "nauthorized" in repr(caught.value)
