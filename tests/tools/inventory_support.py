@@ -101,7 +101,7 @@ class Client:
         pages = 0
         cursor = None
         while True:
-            extra = {} if cursor is None else {"cursor": cursor}
+            extra: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
             page = await self.call(tool, **arguments, **extra)
             pages += 1
             assert page[key] or pages == 1, "a cursor led to an empty page"
