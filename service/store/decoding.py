@@ -53,6 +53,9 @@ def decode_record(raw: msgspec.Raw, kind: type[T], array: str, index: int) -> T:
     except msgspec.ValidationError as err:
         field, message = _field_and_message(str(err))
         raise LoadError(label(array, index, _id_of(raw)), field, message) from err
+    except msgspec.DecodeError as err:  # after ValidationError, its subclass
+        # The document parser keeps records raw and checks their text only here.
+        raise LoadError(label(array, index), "", f"is not valid JSON ({err})") from err
 
 
 def decode_records(items: Sequence[msgspec.Raw], kind: type[T], array: str) -> list[T]:

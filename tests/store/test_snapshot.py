@@ -282,3 +282,13 @@ async def _rows(conn: asyncpg.Connection, r: dict[str, Any]) -> list[Any]:
         out.append([dict(row) for row in rows])
     out.append(await conn.fetchval("SELECT name FROM accounts WHERE id = $1", _uuid(r["owner"])))
     return out
+
+
+async def test_invalid_utf8_inside_a_record_names_the_record(conn: asyncpg.Connection) -> None:
+    snap, r = small_snapshot()
+    doc = snap.document().replace(b"Ops\\u0007team", b"Ops\xffteam")
+    assert b"\xff" in doc
+    with pytest.raises(LoadError) as caught:
+        await load_snapshot(conn, doc)
+    assert caught.value.record == "workspaces[0]"
+    assert "UTF-8" in caught.value.message
