@@ -32,7 +32,15 @@ from service.tools.shaping import resolve_zone, sanitize_name, shorten
 
 Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
-Email = Annotated[str, msgspec.Meta(min_length=3, max_length=320, pattern=r"^[^\s@]+@[^\s@]+\Z")]
+# No spaces or control characters (PostgreSQL text cannot hold NUL; a login has no C0/C1).
+Email = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=3,
+        max_length=320,
+        pattern=r"^[^\s@\x00-\x1f\x7f-\x9f]+@[^\s@\x00-\x1f\x7f-\x9f]+\Z",
+    ),
+]
 SyncScope = Literal["all", "workflows", "executions", "metadata"]
 SyncStatus = Literal["queued", "running", "succeeded", "failed"]
 ErrorCode = Literal[

@@ -140,6 +140,7 @@ async def test_a_failed_reload_keeps_the_previous_records(conn: asyncpg.Connecti
             "UUID",
         ),
         (lambda s, r: s.workflow(r["inst"], id=r["wf"]["id"]), "workflows[1]", "id", "duplicate"),
+        (lambda s, r: s.account(email="a\x00b@example.test"), "accounts[1]", "email", "regex"),
         (
             lambda s, r: s.account(email=r["owner"]["email"].upper()),
             "accounts[1]",
