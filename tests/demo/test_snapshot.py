@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import msgspec
 import pytest
 
@@ -79,7 +79,7 @@ def test_accounts_roles_and_isolation(snapshot: dict[str, Any]) -> None:
     by_email = {a["email"]: a for a in snapshot["accounts"]}
     demo = by_email[DEMO_EMAIL]
     assert demo["password"] == "demo-password-change-me"
-    roles = Counter()
+    roles: Counter[str] = Counter()
     other_only = []
     for ws in snapshot["workspaces"]:
         members = {m["accountId"]: m["role"] for m in ws["members"]}
