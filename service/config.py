@@ -172,7 +172,9 @@ def _url_host(host: str) -> str:
 def _base_url(raw: str) -> str:
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"expected an http(s) base URL such as https://mcp.example.com, got {raw!r}")
+        raise ValueError(
+            f"expected an http(s) base URL such as https://mcp.example.com, got {raw!r}"
+        )
     if parts.query or parts.fragment:
         raise ValueError("the public URL takes no query or fragment")
     return raw.rstrip("/")

@@ -75,7 +75,12 @@ class HttpRefusal(ElovaError):
     """An HTTP-level refusal with an optional JSON-RPC error body that has no id."""
 
     def __init__(
-        self, status: int, message: str, *, code: int = -32600, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        code: int = -32600,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status

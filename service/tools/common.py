@@ -19,7 +19,6 @@ import msgspec
 from service.tools.base import Output
 from service.tools.shaping import format_amount, format_instant
 
-
 # Output Structs omit fields equal to their default (omit_defaults=True, so that optional
 # fields set to msgspec.UNSET disappear). Required fields therefore never have a default,
 # even constant ones: they are passed explicitly.
@@ -83,7 +82,9 @@ async def coverage(
     assert side is not None
     return Coverage(
         firstObservedAt=None if first is None else format_instant(first),
-        lastSuccessfulSyncAt=None if side["last_sync"] is None else format_instant(side["last_sync"]),
+        lastSuccessfulSyncAt=(
+            None if side["last_sync"] is None else format_instant(side["last_sync"])
+        ),
         partial=True,
         workflowsTruncated=bool(side["workflows_truncated"]),
         executionsTruncated=bool(side["executions_truncated"]),

@@ -7,9 +7,9 @@ read and format instants and exact decimal amounts.
 from __future__ import annotations
 
 import re
+import zoneinfo
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-import zoneinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from service.errors import ValidationError

@@ -6,7 +6,6 @@ PostgreSQL answers, an embedded one (`pgserver`) is started instead of failing.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import tempfile
@@ -36,7 +35,7 @@ class TestDatabase:
 async def _reachable(dsn: str) -> bool:
     try:
         conn = await asyncpg.connect(dsn, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+    except (TimeoutError, OSError, asyncpg.PostgresError):
         return False
     await conn.close()
     return True
