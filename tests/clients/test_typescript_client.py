@@ -1,0 +1,36 @@
+"""The official TypeScript client (@modelcontextprotocol/sdk, StreamableHTTPClientTransport with
+the bearer header in requestInit) against the running `elova-mcp serve`: it initializes a
+session, lists the tools and calls every one; pytest validates what it printed."""
+
+from __future__ import annotations
+
+import json
+
+from tests.clients.checks import check_listing, check_not_found, check_result, plan
+from tests.clients.conftest import IssueToken
+from tests.clients.dataset import Dataset
+from tests.clients.node import TS_DIR, run
+from tests.support.server import ServeProcesses
+
+
+async def test_typescript_client_lists_and_calls_every_tool(
+    elova: ServeProcesses, dataset: Dataset, issue_token: IssueToken, node_env: dict[str, str]
+) -> None:
+    calls = plan(dataset)
+    refused = [("get_workspace", {"workspaceId": dataset.foreign_workspace_id})]
+    done = await run(
+        ["node", str(TS_DIR / "call_tools.mjs"), elova.mcp_url],
+        {**node_env, "ELOVA_TOKEN": await issue_token()},
+        stdin=json.dumps({"calls": calls, "refused": refused}).encode(),
+    )
+    assert done.returncode == 0, done.describe()
+    out = json.loads(done.stdout)
+
+    assert out["protocolVersion"] == "2025-11-25"
+    assert out["sessionId"], "a session-era client gets a session id"
+    assert set(out["serverCapabilities"]) == {"tools"}
+    check_listing(out["tools"])
+    assert [r["tool"] for r in out["results"]] == [tool for tool, _ in calls]
+    for item in out["results"]:
+        check_result(item["tool"], item["result"], dataset)
+    check_not_found(out["refused"][0]["result"])

@@ -1,0 +1,59 @@
+// The official TypeScript client (@modelcontextprotocol/sdk) against a running Elova MCP
+// service: connects with a bearer header (requestInit), lists the tools, runs every call of
+// the plan and prints one JSON document on stdout for pytest to validate.
+//
+//   node call_tools.mjs <mcp-url>   (env ELOVA_TOKEN; the plan as JSON on stdin:
+//   {"calls": [[tool, arguments], ...], "refused": [[tool, arguments], ...]})
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+async function readStdin() {
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
+
+async function main() {
+  const url = process.argv[2];
+  const token = process.env.ELOVA_TOKEN;
+  if (!url || !token) throw new Error("usage: ELOVA_TOKEN=... node call_tools.mjs <mcp-url>");
+  const plan = await readStdin();
+
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: "elova-ts-client-test", version: "1.0.0" });
+  await client.connect(transport);
+
+  const out = {
+    protocolVersion: transport.protocolVersion ?? null,
+    sessionId: transport.sessionId ?? null,
+    serverCapabilities: client.getServerCapabilities() ?? null,
+    serverVersion: client.getServerVersion() ?? null,
+    tools: [],
+    results: [],
+    refused: [],
+  };
+  // listTools also arms the client's own outputSchema validation of every later call.
+  let cursor;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : {});
+    out.tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor);
+
+  for (const [name, args] of plan.calls) {
+    out.results.push({ tool: name, result: await client.callTool({ name, arguments: args }) });
+  }
+  for (const [name, args] of plan.refused ?? []) {
+    out.refused.push({ tool: name, result: await client.callTool({ name, arguments: args }) });
+  }
+  await transport.terminateSession();
+  await client.close();
+  process.stdout.write(JSON.stringify(out) + "\n");
+}
+
+main().catch((err) => {
+  process.stderr.write(`call_tools.mjs failed: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});
