@@ -25,6 +25,7 @@ async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
         metrics=app[METRICS],
     )
     app[ADMISSION] = admission
+    await admission.warm_up()
     try:
         yield
     finally:

@@ -37,6 +37,7 @@ from service.limits.budget import (
     GLOBAL,
     Budget,
     Decision,
+    concurrency_hint,
 )
 from service.limits.local import LocalLimiter
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS
@@ -47,6 +48,9 @@ log = logging.getLogger("service.limits")
 # A compensating release retries at these delays (seconds after the failed admission);
 # after the last one, the lease's own expiry frees the slots.
 _COMPENSATION_DELAYS = (0.0, 0.25, 1.0, 3.0)
+
+# `_admit_shared` could not tell whether the request is admitted (see there).
+_UNANSWERED = object()
 
 
 @dataclass(eq=False, slots=True)
@@ -120,7 +124,10 @@ class Admission:
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
         decision: Decision | None = None
         if self._redis is not None and self._breaker.allow():
-            decision = await self._admit_shared(self._redis, request_id, caller)
+            answer = await self._admit_shared(self._redis, request_id, caller)
+            if answer is _UNANSWERED:
+                raise self._unanswered()
+            decision = answer if isinstance(answer, Decision) else None
         shared = decision is not None
         if decision is None:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
@@ -141,6 +148,20 @@ class Admission:
             # Redis is failing: do not make the response wait; the lease bounds the leak.
             self._spawn(self._release_shared(grant.request_id, grant.account_id, grant.approval_id))
 
+    async def warm_up(self) -> None:
+        """Load both scripts (and open a connection) before the first request; a Redis that
+        does not answer now is not an error: requests find out through the breaker."""
+        if self._redis is None:
+            return
+        try:
+            async with asyncio.timeout(self._timeout * 3):
+                for script in (self._admit, self._release):
+                    script.sha = await self._redis.script_load(script.text)
+        except (RedisError, OSError, TimeoutError) as err:
+            log.info(
+                "Redis did not answer at start (%s); admissions will retry it", type(err).__name__
+            )
+
     async def close(self) -> None:
         """Give pending compensating releases a moment, then stop them."""
         if self._background:
@@ -154,8 +175,9 @@ class Admission:
 
     async def _admit_shared(
         self, redis: aioredis.Redis, request_id: str, caller: Caller
-    ) -> Decision | None:
-        """The script's decision, or None when Redis did not answer (then: per process)."""
+    ) -> Decision | object | None:
+        """The script's decision; None to let the per-process limiter answer (the breaker
+        is open: Redis is down); _UNANSWERED for one failure while Redis is believed up."""
         lim = self.limits
         args = (
             request_id,
@@ -180,7 +202,10 @@ class Admission:
             if not _refused_connection(err):
                 # A timed-out admission may have run (or still run) on the server.
                 self._compensate(request_id, caller.account_id, caller.approval_id)
-            return None
+            # One failure (a slow reply, a dropped connection) is not an outage: admitting
+            # from this replica's share now would stack on the shared caps, so refuse with
+            # the short hint. Only an open breaker (a real outage) switches to per-process.
+            return None if self._breaker.state is State.OPEN else _UNANSWERED
         self._metrics.redis_call("admit", time.perf_counter() - started, False)
         self._succeeded()
         status, limit, retry_ms, milli_tokens, used, reset_ms = (_int_or_str(v) for v in reply)
@@ -278,6 +303,12 @@ class Admission:
             self._degraded = False
             log.warning("shared limits restored: Redis answers again")
             self._metrics.limiter_degraded(False)
+
+    def _unanswered(self) -> LimitExceeded:
+        self._metrics.limit_refused(GLOBAL)
+        return LimitExceeded(
+            GLOBAL, concurrency_hint(), "The shared limits did not answer in time."
+        )
 
     def _refusal(self, decision: Decision, shared: bool) -> LimitExceeded:
         limit = decision.limit or GLOBAL

@@ -80,5 +80,10 @@ class Decision:
         concurrency cap a jittered hint of 1–2 s, because slots are normally freed within
         milliseconds and the lease (the crash bound) is never the advertised wait."""
         if self.limit in (GLOBAL, ACCOUNT):
-            return random.choice((1, 2))  # jitter spreads the retries
+            return concurrency_hint()
         return max(1, math.ceil(self.retry_ms / 1000))
+
+
+def concurrency_hint() -> int:
+    """Retry-After for a busy slot: 1 or 2 s at random, so refused clients spread out."""
+    return random.choice((1, 2))

@@ -29,6 +29,16 @@ async def test_closed_port_answers_at_once_with_the_per_process_share(
     caplog.set_level(logging.INFO, LOGGER)
     # Two replicas expected: each keeps half of every cap while Redis is away.
     admission = make_admission(f"redis://127.0.0.1:{free_port()}/0", expected_replicas=2)
+    # Until the breaker opens, a failure may be a blip: refuse rather than stack a local
+    # admission on the shared caps. Each answer comes at once.
+    for i in range(2):
+        started = time.monotonic()
+        with pytest.raises(LimitExceeded) as refused:
+            await admission.acquire(f"blip-{i}", make_caller())
+        assert time.monotonic() - started < 0.3
+        assert refused.value.limit == "global"
+        assert refused.value.retry_after_seconds in (1, 2)
+        assert not admission.degraded
     grants: list[Grant] = []
     for i in range(2):
         started = time.monotonic()
@@ -63,9 +73,15 @@ async def test_many_requests_against_a_dead_redis_never_stall(
         f"redis://127.0.0.1:{free_port()}/0", global_concurrency=100, account_concurrency=100
     )
     started = time.monotonic()
+    answered = 0
     for i in range(50):
-        await admission.release(await admission.acquire(f"many-{i}", make_caller()))
+        try:
+            await admission.release(await admission.acquire(f"many-{i}", make_caller()))
+            answered += 1
+        except LimitExceeded:
+            pass  # the two failures before the breaker opens
     assert time.monotonic() - started < 1.0
+    assert answered == 48
 
 
 async def test_without_redis_the_per_process_limiter_is_the_normal_mode(
@@ -98,8 +114,13 @@ async def test_recovers_shared_limits_when_redis_returns(
     assert before.shared
 
     redis_server.stop()
-    outage = [await admission.acquire(f"outage-{i}", make_caller()) for i in range(3)]
-    assert not any(g.shared for g in outage)
+    outage: list[Grant] = []
+    for i in range(5):
+        try:
+            outage.append(await admission.acquire(f"outage-{i}", make_caller()))
+        except LimitExceeded as err:
+            assert err.limit == "global" and i < 2
+    assert len(outage) == 3 and not any(g.shared for g in outage)
     assert admission.degraded and metrics.recorded_degraded == [True]
     await admission.release(before)  # Redis is away: must neither fail nor wait
     for grant in outage:
@@ -145,12 +166,14 @@ async def test_timed_out_admission_is_compensated(
     keys = admission.keys(caller.account_id, caller.approval_id)
 
     # Redis stalls 0.4 s: the admission times out on the replica, yet Redis runs it later.
-    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.4"))
+    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.4"))  # type: ignore[no-untyped-call]
     await asyncio.sleep(0.05)
     started = time.monotonic()
-    grant = await admission.acquire("timed-out", caller)
+    with pytest.raises(LimitExceeded) as refused:
+        await admission.acquire("timed-out", caller)
     assert time.monotonic() - started < 0.5
-    assert not grant.shared  # answered by the per-process limiter meanwhile
+    # One slow reply is no outage: refused with the short hint, not admitted locally.
+    assert refused.value.limit == "global" and not admission.degraded
     await sleeper
 
     # Whatever order Redis ran them in, the late admission holds no slot and no token.
@@ -163,5 +186,4 @@ async def test_timed_out_admission_is_compensated(
     assert 4 <= tokens < 4.1
     # A later admission with the same id (the late one) takes nothing either.
     assert await direct.zscore(keys[0], "timed-out") is None
-    await admission.release(grant)
     await direct.aclose()

@@ -10,16 +10,24 @@ from uuid import uuid4
 import pytest
 import redis.asyncio as aioredis
 
+from service.auth.caller import Caller
 from service.errors import LimitExceeded
 from service.limits.admission import Admission, Grant
 from tests.limits.conftest import MakeAdmission, RecordingMetrics, make_caller
 
 
-async def _try(admission: Admission, caller_index: int, callers: list) -> Grant | LimitExceeded:
+async def _try(
+    admission: Admission, caller_index: int, callers: list[Caller]
+) -> Grant | LimitExceeded:
     try:
         return await admission.acquire(f"r-{uuid4()}", callers[caller_index])
     except LimitExceeded as err:
         return err
+
+
+async def _redis_time(client: aioredis.Redis) -> tuple[int, int]:
+    seconds, micros = await client.time()
+    return int(seconds), int(micros)
 
 
 async def test_global_cap_holds_under_fifty_concurrent_acquires(
@@ -118,7 +126,7 @@ async def test_daily_budget_is_shared_by_the_accounts_approvals(
     assert '"account_daily";r=0;' in grant.headers()["RateLimit"]
     with pytest.raises(LimitExceeded) as refused:
         await admission.acquire("d-4", second)
-    seconds, _ = await redis_client.time()
+    seconds, _ = await _redis_time(redis_client)
     until_midnight = 86400 - seconds % 86400
     err = refused.value
     assert err.limit == "account_daily"
@@ -179,10 +187,12 @@ async def test_clock_skew_of_the_replica_cannot_matter(
     grants = [r for r in results if isinstance(r, Grant)]
     assert len(grants) == 4
     # Every lease is scored by Redis TIME (+ deadline + grace), not by either replica's clock.
-    seconds, micros = await redis_client.time()
+    seconds, micros = await _redis_time(redis_client)
     redis_now_ms = seconds * 1000 + micros // 1000
     key = fast.keys(grants[0].account_id, grants[0].approval_id)[0]
-    for _, score in await redis_client.zrange(key, 0, -1, withscores=True):
+    scores = await redis_client.zrange(key, 0, -1, withscores=True)
+    for entry in scores:
+        score = float(entry[1])
         assert abs(score - (redis_now_ms + 35_000)) < 2_000
 
 
