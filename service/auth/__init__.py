@@ -1,15 +1,17 @@
-"""Authorization: access tokens, the bearer check on /mcp, approvals, and (later) OAuth."""
+"""Authorization: access tokens, the bearer check on /mcp, approvals, and the OAuth server."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from service.auth import metadata
+from service.auth.oauth import setup_oauth
 from service.auth.tokens import TokenService
 from service.keys import CONFIG, TOKENS
 
 
 def setup_auth(app: web.Application) -> None:
-    """Token service in app[TOKENS]; resource metadata and JWKS routes."""
+    """Token service in app[TOKENS]; resource metadata and JWKS routes; the OAuth server."""
     app[TOKENS] = TokenService(app[CONFIG])
     metadata.add_routes(app)
+    setup_oauth(app)

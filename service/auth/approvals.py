@@ -37,6 +37,10 @@ class ApprovalRefused(ElovaError):
         self.message = message
 
 
+class ApprovalLimitReached(ApprovalRefused):
+    """The account already has the most active approvals; one must be revoked first."""
+
+
 class GrantRefused(ElovaError):
     """A refresh token that buys nothing (OAuth `invalid_grant`)."""
 
@@ -147,7 +151,7 @@ async def grant_approval(
             client_id,
         )
         if active >= MAX_ACTIVE_APPROVALS:
-            raise ApprovalRefused(
+            raise ApprovalLimitReached(
                 f"the account already has {active} active approvals, the most allowed;"
                 f" {REVOKE_HINT}"
             )
@@ -221,7 +225,7 @@ _TOKEN_STATE = """
 
 
 async def rotate_refresh_token(
-    conn: asyncpg.Connection, tokens: TokenService, token: str
+    conn: asyncpg.Connection, tokens: TokenService, token: str, *, client_id: str | None = None
 ) -> IssuedTokens:
     """Trade a refresh token for new tokens, once.
 
@@ -229,6 +233,8 @@ async def rotate_refresh_token(
     the newer tokens — the client or a thief — loses them on the next call, and the account
     must approve again. A token of an older generation is refused without revoking, because
     a re-approval legitimately leaves earlier tokens behind. Never extends the expiry.
+    With `client_id` (the token endpoint's caller), a token issued to another client is
+    refused without being used.
     """
     digest = hash_refresh_token(token)
     refusal: GrantRefused | None = None
@@ -240,6 +246,8 @@ async def rotate_refresh_token(
         state = await conn.fetchrow(_TOKEN_STATE, digest) if approval else None
         if approval is None or state is None:
             refusal = GrantRefused("the refresh token is unknown")
+        elif client_id is not None and approval["client_id"] != client_id:
+            refusal = GrantRefused("the refresh token was issued to another client")
         elif state["generation"] != approval["generation"]:
             refusal = GrantRefused("the refresh token was replaced by a newer approval")
         elif approval["revoked"]:

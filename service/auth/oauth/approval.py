@@ -1,0 +1,213 @@
+"""The approval page: what the client will read, and the account's decision.
+
+`show` renders the consent form: the client's name and where it will send the browser, the
+account's workspaces (at most 200 listed, with role and time zone) to choose 1–50 from, the
+requested scopes, the expiry (1, 7 or 30 days) and the notice that customer-controlled
+names and error text can hold personal information that the client will be able to read.
+`decide` handles the POST: it re-validates the authorization request, the session and the
+CSRF token, enforces every bound on the server (through `grant_approval`, which also keeps
+the 100-active-approvals cap), creates or updates the approval and redirects to the client
+with a one-time code. Works without JavaScript.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from service.auth.approvals import (
+    EXPIRY_CHOICES,
+    MAX_ACTIVE_APPROVALS,
+    MAX_WORKSPACES,
+    ApprovalLimitReached,
+    ApprovalRefused,
+    grant_approval,
+)
+from service.auth.caller import N8N_READ, WORKSPACES_READ
+from service.auth.oauth.clients import is_loopback_host, redirect_origin
+from service.auth.oauth.codes import issue_code
+from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH
+from service.auth.oauth.pages import error_page, render, see_other
+from service.auth.oauth.requests import (
+    AuthorizationRequest,
+    PageRefusal,
+    RedirectRefusal,
+    parse_authorization_request,
+    redirect_to,
+)
+from service.auth.oauth.sessions import SignedIn, csrf_matches, current_session
+from service.auth.oauth.signin import signin_location
+from service.keys import CONFIG, DB_POOL
+
+LISTED_WORKSPACES = 200
+MAX_NAME_SHOWN = 200
+DEFAULT_EXPIRY = "7d"
+SCOPE_TEXT = {
+    WORKSPACES_READ: "See the chosen workspaces: names, your role and time zones.",
+    N8N_READ: "Read n8n metadata of the chosen workspaces: instances, sync jobs, workflows,"
+    " executions with their error text, and execution statistics.",
+}
+EXPIRY_TEXT = {"1d": "1 day", "7d": "7 days", "30d": "30 days"}
+CAP_MESSAGE = (
+    f"Your account already has {MAX_ACTIVE_APPROVALS} active approvals, the most allowed. "
+    "Revoke one you no longer need on the Approvals page, then approve this application."
+)
+
+_WORKSPACES = """
+    SELECT w.id, w.name, w.time_zone, m.role, count(*) OVER () AS total
+      FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
+     WHERE m.account_id = $1
+     ORDER BY w.name, w.id
+     LIMIT $2
+"""
+_SITUATION = """
+    SELECT (SELECT count(*) FROM approvals
+             WHERE account_id = $1 AND client_id <> $2
+               AND revoked_at IS NULL AND expires_at > now()) AS active_elsewhere,
+           (SELECT array_agg(aw.workspace_id) FROM approvals a
+              JOIN approval_workspaces aw ON aw.approval_id = a.id
+             WHERE a.account_id = $1 AND a.client_id = $2
+               AND a.revoked_at IS NULL AND a.expires_at > now()) AS approved_before
+"""
+
+
+async def show(
+    request: web.Request,
+    req: AuthorizationRequest,
+    session: SignedIn,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    chosen: dict[str, Any] | None = None,
+) -> web.Response:
+    pool = request.app[DB_POOL]
+    rows = await pool.fetch(_WORKSPACES, session.account_id, LISTED_WORKSPACES)
+    situation = await pool.fetchrow(_SITUATION, session.account_id, req.client.client_id)
+    before = {str(w) for w in situation["approved_before"] or ()}
+    if chosen is not None:
+        checked_workspaces, checked_scopes = chosen["workspaces"], chosen["scopes"]
+        expiry = chosen["expires"]
+    else:
+        only = {str(rows[0]["id"])} if len(rows) == 1 else set()
+        checked_workspaces, checked_scopes, expiry = before or only, set(req.scopes), DEFAULT_EXPIRY
+    target = urlsplit(req.redirect_uri)
+    context = {
+        "client_name": req.client.client_name,
+        "redirect_host": target.netloc,
+        "loopback": is_loopback_host(target.hostname or ""),
+        "account": session,
+        "workspaces": [
+            {
+                "id": str(r["id"]),
+                "name": r["name"][:MAX_NAME_SHOWN],
+                "role": r["role"],
+                "time_zone": r["time_zone"],
+                "checked": str(r["id"]) in checked_workspaces,
+            }
+            for r in rows
+        ],
+        "total_workspaces": rows[0]["total"] if rows else 0,
+        "listed_limit": LISTED_WORKSPACES,
+        "max_workspaces": MAX_WORKSPACES,
+        "scopes": [
+            {"name": s, "text": SCOPE_TEXT[s], "checked": s in checked_scopes} for s in req.scopes
+        ],
+        "expiries": [
+            {"value": v, "text": EXPIRY_TEXT[v], "checked": v == expiry} for v in EXPIRY_CHOICES
+        ],
+        "hidden": req.hidden_fields(),
+        "csrf": session.csrf_token,
+        "approved_before": bool(before),
+        "at_cap": situation["active_elsewhere"] >= MAX_ACTIVE_APPROVALS,
+        "cap_message": CAP_MESSAGE,
+        "approvals_path": APPROVALS_PATH,
+        "action": AUTHORIZE_PATH,
+        "error": error,
+    }
+    return render(
+        request, "approve.html", context, status=status,
+        form_targets=[redirect_origin(req.redirect_uri)],
+    )  # fmt: skip
+
+
+def _choices(form: Any) -> dict[str, Any]:
+    return {
+        "workspaces": [w for w in form.getall("workspace", []) if isinstance(w, str)],
+        "scopes": {s for s in form.getall("grant_scope", []) if isinstance(s, str)},
+        "expires": form.get("expires") if isinstance(form.get("expires"), str) else DEFAULT_EXPIRY,
+    }
+
+
+def _workspace_ids(raw: list[str]) -> list[uuid.UUID]:
+    if not raw:
+        raise ApprovalRefused("Choose at least one workspace.")
+    if len(raw) > LISTED_WORKSPACES:
+        raise ApprovalRefused(
+            f"An approval can include at most {MAX_WORKSPACES} workspaces, not {len(raw)}."
+        )
+    try:
+        return [uuid.UUID(w) for w in raw]
+    except ValueError:
+        raise ApprovalRefused("One of the chosen workspaces does not exist.") from None
+
+
+async def decide(request: web.Request) -> web.Response:
+    """POST /authorize: approve (grant + code) or deny, back to the client either way."""
+    cfg, pool = request.app[CONFIG], request.app[DB_POOL]
+    form = await request.post()
+    try:
+        req = await parse_authorization_request(pool, form, cfg.mcp_resource)
+    except PageRefusal as err:
+        return error_page(request, err.title, err.message, status=400)
+    except RedirectRefusal as err:
+        return see_other(err.location(cfg.issuer), form_targets=[redirect_origin(err.redirect_uri)])
+    targets = [redirect_origin(req.redirect_uri)]
+    session = await current_session(request)
+    if session is None:
+        return see_other(signin_location(f"{AUTHORIZE_PATH}?{req.query()}"))
+    chosen = _choices(form)
+    if not csrf_matches(session.csrf_token, form.get("csrf")):
+        return await show(
+            request, req, session, chosen=chosen, status=403,
+            error="This form expired or did not come from this page. Review it and try again.",
+        )  # fmt: skip
+    decision = form.get("decision")
+    if decision == "deny":
+        denied = {"error": "access_denied", "error_description": "the account declined"}
+        return see_other(redirect_to(req.redirect_uri, denied, req.state, cfg.issuer),
+                         form_targets=targets)  # fmt: skip
+    if decision != "approve":
+        return await show(request, req, session, chosen=chosen, status=400,
+                          error="Choose Approve or Deny.")  # fmt: skip
+    try:
+        unasked = chosen["scopes"] - set(req.scopes)
+        if unasked:
+            raise ApprovalRefused(f"The application did not ask for {', '.join(sorted(unasked))}.")
+        if not chosen["scopes"]:
+            raise ApprovalRefused("Choose at least one permission.")
+        workspace_ids = _workspace_ids(chosen["workspaces"])
+        async with pool.acquire() as conn, conn.transaction():
+            granted = await grant_approval(
+                conn,
+                account_id=session.account_id,
+                client_id=req.client.client_id,
+                workspace_ids=workspace_ids,
+                scopes=chosen["scopes"],
+                expires=chosen["expires"],
+            )
+            code = await issue_code(conn, req, granted)
+    except ApprovalLimitReached:
+        return await show(request, req, session, chosen=chosen, status=409, error=CAP_MESSAGE)
+    except ApprovalRefused as err:
+        return await show(request, req, session, chosen=chosen, status=400, error=_sentence(err))
+    location = redirect_to(req.redirect_uri, {"code": code}, req.state, cfg.issuer)
+    return see_other(location, form_targets=targets)
+
+
+def _sentence(err: ApprovalRefused) -> str:
+    text = err.message
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."

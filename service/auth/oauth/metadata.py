@@ -1,0 +1,52 @@
+"""RFC 8414 authorization-server metadata at /.well-known/oauth-authorization-server.
+
+The issuer is the public URL without a path, so the well-known path has no suffix. Every
+endpoint is named; only what the server really does is advertised (public clients, S256,
+the code flow, `iss` in authorization responses).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from service.auth.caller import ALL_SCOPES
+from service.config import Config
+from service.keys import CONFIG
+
+PATH = "/.well-known/oauth-authorization-server"
+AUTHORIZE_PATH = "/authorize"
+TOKEN_PATH = "/token"
+REGISTER_PATH = "/register"
+REVOKE_PATH = "/revoke"
+JWKS_PATH = "/.well-known/jwks.json"
+SIGNIN_PATH = "/signin"
+SIGNOUT_PATH = "/signout"
+APPROVALS_PATH = "/approvals"
+_PUBLIC_HEADERS = {"Cache-Control": "public, max-age=300", "Access-Control-Allow-Origin": "*"}
+
+
+def authorization_server_metadata(cfg: Config) -> dict[str, Any]:
+    base = cfg.issuer
+    return {
+        "issuer": base,
+        "authorization_endpoint": base + AUTHORIZE_PATH,
+        "token_endpoint": base + TOKEN_PATH,
+        "registration_endpoint": base + REGISTER_PATH,
+        "revocation_endpoint": base + REVOKE_PATH,
+        "jwks_uri": base + JWKS_PATH,
+        "scopes_supported": list(ALL_SCOPES),
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "revocation_endpoint_auth_methods_supported": ["none"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": True,
+    }
+
+
+async def serve_metadata(request: web.Request) -> web.Response:
+    body = authorization_server_metadata(request.app[CONFIG])
+    return web.json_response(body, headers=_PUBLIC_HEADERS)

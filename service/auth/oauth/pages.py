@@ -1,0 +1,89 @@
+"""HTML pages of the authorization server: rendering with security headers, error pages,
+and the stylesheet.
+
+Every page is rendered with autoescaping (customer-controlled names are text, never
+markup), is never cached, cannot be framed, sends no referrer, and carries a strict
+Content-Security-Policy: no scripts at all, styles only from our own stylesheet. Chrome
+applies `form-action` to every redirect that follows a form POST, so a page whose form ends
+in a redirect to the client lists that client's redirect origin there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+
+import aiohttp_jinja2
+from aiohttp import web
+
+STYLESHEET_PATH = "/oauth/elova.css"
+_STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
+
+
+def content_security_policy(form_targets: Iterable[str] = ()) -> str:
+    form_action = " ".join(["'self'", *dict.fromkeys(form_targets)])
+    return (
+        "default-src 'none'; style-src 'self'; img-src 'self'; "
+        f"form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
+    )
+
+
+def security_headers(form_targets: Iterable[str] = ()) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": content_security_policy(form_targets),
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+        "Pragma": "no-cache",
+    }
+
+
+def render(
+    request: web.Request,
+    template: str,
+    context: dict[str, Any],
+    *,
+    status: int = 200,
+    form_targets: Iterable[str] = (),
+) -> web.Response:
+    response = aiohttp_jinja2.render_template(template, request, context, status=status)
+    response.headers.update(security_headers(form_targets))
+    return response
+
+
+def error_page(
+    request: web.Request, title: str, message: str, *, status: int = 400
+) -> web.Response:
+    """A refusal shown to the person in the browser (never sent to a client's URI)."""
+    return render(request, "error.html", {"title": title, "message": message}, status=status)
+
+
+def see_other(location: str, *, form_targets: Iterable[str] = ()) -> web.Response:
+    """303 after a form POST (or to another page), with the page headers."""
+    return web.Response(
+        status=303, headers={"Location": location, **security_headers(form_targets)}
+    )
+
+
+async def stylesheet(request: web.Request) -> web.Response:
+    return web.Response(
+        body=request.app[_STYLESHEET],
+        content_type="text/css",
+        headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+def setup_pages(app: web.Application) -> None:
+    import jinja2
+
+    aiohttp_jinja2.setup(
+        app,
+        loader=jinja2.PackageLoader("service.auth", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    folder = resources.files("service.auth") / "templates"
+    app[_STYLESHEET] = (folder / "elova.css").read_bytes()
+    app.router.add_get(STYLESHEET_PATH, stylesheet)

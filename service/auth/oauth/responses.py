@@ -1,0 +1,43 @@
+"""OAuth JSON answers: errors (RFC 6749 §5.2) and successes, never cached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from multidict import MultiMapping
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+class OAuthError(Exception):
+    """An OAuth error answered as JSON: `error`, `error_description`, HTTP status."""
+
+    def __init__(self, error: str, description: str, *, status: int = 400) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+        self.status = status
+
+
+def error_response(err: OAuthError) -> web.Response:
+    body = {"error": err.error, "error_description": err.description}
+    return json_response(body, status=err.status)
+
+
+def json_response(body: Any, *, status: int = 200) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(body),
+        status=status,
+        content_type="application/json",
+        headers=NO_STORE,
+    )
+
+
+def single(params: MultiMapping[Any], name: str, *, error: str = "invalid_request") -> str | None:
+    """The one value of a parameter; OAuth forbids sending a parameter twice."""
+    values = params.getall(name, [])
+    if len(values) > 1:
+        raise OAuthError(error, f"the {name} parameter was sent more than once")
+    return values[0] if values else None

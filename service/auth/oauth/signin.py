@@ -1,0 +1,151 @@
+"""Sign-in and sign-out pages: local accounts, email and password.
+
+The sign-in form is protected against login CSRF by a double-submit cookie (a random value
+in a cookie and in the form, which a cross-site page can neither read nor set). After a
+sign-in the browser goes back to `next`, which may only be an authorization request or the
+approvals page of this server, never another origin. Passwords are checked with scrypt in a
+worker thread; an unknown email costs the same work as a wrong password, so timing does not
+tell which accounts exist. Failures are throttled per account and per address (`throttle`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import secrets
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from aiohttp import web
+
+from service.auth.oauth import sessions, throttle
+from service.auth.oauth.clients import load_client
+from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH, SIGNIN_PATH
+from service.auth.oauth.pages import error_page, render, see_other
+from service.auth.passwords import hash_password, verify_password
+from service.keys import CONFIG, DB_POOL, METRICS
+
+_CSRF_COOKIE = "elova_signin"
+_CSRF_MAX_AGE = 3600
+MAX_EMAIL_LENGTH = 320
+MAX_PASSWORD_LENGTH = 1024
+
+
+@functools.cache
+def _decoy_hash() -> str:
+    return hash_password(secrets.token_urlsafe(16))
+
+
+def safe_next(raw: object) -> str:
+    """Where to go after sign-in: an authorization request or the approvals page, else the
+    approvals page. Only paths on this server, so it can never be an open redirect."""
+    if isinstance(raw, str) and len(raw) <= 8000:
+        parts = urlsplit(raw)
+        if not parts.scheme and not parts.netloc and "\\" not in raw:
+            if parts.path == AUTHORIZE_PATH and parts.query:
+                return f"{AUTHORIZE_PATH}?{parts.query}"
+            if parts.path == APPROVALS_PATH:
+                return APPROVALS_PATH
+    return APPROVALS_PATH
+
+
+def signin_location(next_path: str) -> str:
+    return f"{SIGNIN_PATH}?{urlencode({'next': next_path})}"
+
+
+async def _client_name(request: web.Request, next_path: str) -> str | None:
+    if not next_path.startswith(AUTHORIZE_PATH + "?"):
+        return None
+    ids = parse_qs(urlsplit(next_path).query).get("client_id", [])
+    if len(ids) != 1 or len(ids[0]) > 200:
+        return None
+    client = await load_client(request.app[DB_POOL], ids[0])
+    return client.client_name if client else None
+
+
+async def _form(
+    request: web.Request, next_path: str, *, email: str = "", error: str | None = None,
+    status: int = 200,
+) -> web.Response:  # fmt: skip
+    cfg = request.app[CONFIG]
+    token = request.cookies.get(sessions.cookie_name(cfg, _CSRF_COOKIE)) or ""
+    if len(token) != 43:
+        token = secrets.token_urlsafe(32)
+    context = {
+        "next": next_path,
+        "email": email,
+        "error": error,
+        "csrf": token,
+        "client_name": await _client_name(request, next_path),
+    }
+    response = render(request, "signin.html", context, status=status)
+    sessions.set_cookie(response, cfg, _CSRF_COOKIE, token, _CSRF_MAX_AGE)
+    return response
+
+
+async def signin_page(request: web.Request) -> web.Response:
+    """GET /signin."""
+    return await _form(request, safe_next(request.query.get("next")))
+
+
+async def signin(request: web.Request) -> web.Response:
+    """POST /signin."""
+    cfg, pool = request.app[CONFIG], request.app[DB_POOL]
+    form = await request.post()
+    next_path = safe_next(form.get("next"))
+    cookie = request.cookies.get(sessions.cookie_name(cfg, _CSRF_COOKIE))
+    if cookie is None or not sessions.csrf_matches(cookie, form.get("csrf")):
+        return await _form(
+            request, next_path, error="The sign-in form expired. Please try again.", status=403
+        )
+    email, password = form.get("email"), form.get("password")
+    if not isinstance(email, str) or not isinstance(password, str) or not email or not password:
+        return await _form(
+            request, next_path, email=str(email or "")[:MAX_EMAIL_LENGTH],
+            error="Enter your email address and password.", status=400,
+        )  # fmt: skip
+    email = email.strip()[:MAX_EMAIL_LENGTH]
+    address = request.remote or "unknown"
+    wait = await throttle.seconds_to_wait(pool, email, address)
+    if wait:
+        request.app[METRICS].auth_failed("other")
+        minutes = max(1, (wait + 59) // 60)
+        response = await _form(
+            request, next_path, email=email, status=429,
+            error=f"Too many failed sign-ins. Try again in {minutes} minute"
+            f"{'s' if minutes != 1 else ''}.",
+        )  # fmt: skip
+        response.headers["Retry-After"] = str(wait)
+        return response
+    row = await pool.fetchrow(
+        "SELECT id, password_hash FROM accounts WHERE lower(email) = lower($1)", email
+    )
+    stored = row["password_hash"] if row is not None else None
+    ok = await asyncio.to_thread(
+        verify_password, password[:MAX_PASSWORD_LENGTH], stored or _decoy_hash()
+    )
+    if row is None or stored is None or not ok:
+        await throttle.record_failure(pool, email, address)
+        request.app[METRICS].auth_failed("other")
+        return await _form(
+            request, next_path, email=email, status=401,
+            error="The email address or password is not correct.",
+        )  # fmt: skip
+    await throttle.clear_account(pool, email)
+    response = see_other(next_path)
+    await sessions.start_session(request, response, row["id"])
+    return response
+
+
+async def signout(request: web.Request) -> web.Response:
+    """POST /signout (CSRF-protected like every form of a session)."""
+    session = await sessions.current_session(request)
+    form = await request.post()
+    if session is None:
+        return see_other(signin_location(APPROVALS_PATH))
+    if not sessions.csrf_matches(session.csrf_token, form.get("csrf")):
+        return error_page(
+            request, "This form has expired", "Reload the page and try again.", status=403
+        )
+    response = see_other(signin_location(APPROVALS_PATH))
+    await sessions.end_session(request, response, session)
+    return response

@@ -1,0 +1,121 @@
+"""The token endpoint: authorization code exchange and refresh-token rotation.
+
+Public clients identify themselves with `client_id` alone (PKCE proves the code's owner,
+rotation protects refresh tokens). Every answer is JSON with `Cache-Control: no-store`.
+Access tokens live at most 5 minutes and never outlive the approval; refresh never extends
+the approval. Errors follow RFC 6749 §5.2 (`invalid_target` from RFC 8707).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from aiohttp import web
+from multidict import MultiMapping
+
+from service.auth.approvals import GrantRefused, IssuedTokens, rotate_refresh_token
+from service.auth.oauth.clients import load_client
+from service.auth.oauth.codes import redeem_code
+from service.auth.oauth.requests import same_resource
+from service.auth.oauth.responses import OAuthError, error_response, json_response, single
+from service.auth.tokens import hash_refresh_token
+from service.keys import CONFIG, DB_POOL, METRICS, TOKENS
+
+_FORM = "application/x-www-form-urlencoded"
+
+
+def _required(params: MultiMapping[Any], name: str) -> str:
+    value = single(params, name)
+    if not value:
+        raise OAuthError("invalid_request", f"the {name} parameter is required")
+    return value
+
+
+def _answer(issued: IssuedTokens) -> web.Response:
+    return json_response(
+        {
+            "access_token": issued.access_token,
+            "token_type": "Bearer",
+            "expires_in": issued.expires_in,
+            "refresh_token": issued.refresh_token,
+            "scope": issued.scope,
+        }
+    )
+
+
+def _failure_reason(err: OAuthError) -> str:
+    text = err.description
+    if "already used" in text or "revoked" in text or "replaced" in text:
+        return "revoked"
+    if "expired" in text:
+        return "approval_expired"
+    return "other"
+
+
+async def token(request: web.Request) -> web.Response:
+    """POST /token."""
+    app = request.app
+    try:
+        if request.content_type != _FORM:
+            raise OAuthError("invalid_request", f"send the token request as {_FORM}")
+        params = await request.post()
+        grant_type = _required(params, "grant_type")
+        client_id = _required(params, "client_id")
+        if grant_type not in ("authorization_code", "refresh_token"):
+            raise OAuthError(
+                "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
+            )
+        async with app[DB_POOL].acquire() as conn:
+            client = await load_client(conn, client_id)
+            if client is None:
+                raise OAuthError("invalid_client", "the client is not registered", status=401)
+            if grant_type not in client.grant_types:
+                raise OAuthError("unauthorized_client", f"the client did not register {grant_type}")
+            resource = single(params, "resource")
+            if resource is not None and not same_resource(resource, app[CONFIG].mcp_resource):
+                raise OAuthError(
+                    "invalid_target",
+                    f"this server issues tokens only for {app[CONFIG].mcp_resource}",
+                )
+            if grant_type == "authorization_code":
+                issued = await redeem_code(
+                    conn,
+                    app[TOKENS],
+                    code=_required(params, "code"),
+                    client_id=client_id,
+                    redirect_uri=single(params, "redirect_uri"),
+                    verifier=_required(params, "code_verifier"),
+                    resource=resource,
+                    our_resource=app[CONFIG].mcp_resource,
+                )
+            else:
+                refresh = _required(params, "refresh_token")
+                await _check_scope(conn, refresh, single(params, "scope"))
+                try:
+                    issued = await rotate_refresh_token(
+                        conn, app[TOKENS], refresh, client_id=client_id
+                    )
+                except GrantRefused as err:
+                    raise OAuthError("invalid_grant", err.message) from None
+    except OAuthError as err:
+        if err.error in ("invalid_grant", "invalid_client", "invalid_target"):
+            app[METRICS].auth_failed(_failure_reason(err))
+        return error_response(err)
+    app[METRICS].token_issued(grant_type)
+    return _answer(issued)
+
+
+async def _check_scope(conn: asyncpg.Connection, refresh: str, asked: str | None) -> None:
+    """RFC 6749 §6: a refresh may ask for the same scopes or fewer. Tokens always carry the
+    approval's scopes, so a subset is accepted as is and anything wider is refused before the
+    refresh token is spent."""
+    if asked is None:
+        return
+    granted = await conn.fetchval(
+        "SELECT a.scopes FROM refresh_tokens r JOIN approvals a ON a.id = r.approval_id"
+        " WHERE r.token_hash = $1",
+        hash_refresh_token(refresh),
+    )
+    if granted is not None and not set(asked.split()) <= set(granted):
+        raise OAuthError("invalid_scope", f"the approval grants only: {' '.join(granted)}")
