@@ -28,14 +28,14 @@ SECRETS = (JWT, "s3cr3t-refresh", "hunter2", "PRIVATEKEYBODY")
         (
             "GET /oauth/token?code=abc123&state=xyz&x=1",
             "GET /oauth/token?code=[redacted]&state=[redacted]&x=1",
-        ),  # noqa: E501
+        ),
         ("/cb?access_token=s3cr3t-refresh", "/cb?access_token=[redacted]"),
         ('{"refresh_token": "s3cr3t-refresh"}', '{"refresh_token": "[redacted]"}'),
         ("postgresql://elova:hunter2@db:5432/elova", "postgresql://elova:[redacted]@db:5432/elova"),
         (
             "-----BEGIN PRIVATE KEY-----\nPRIVATEKEYBODY\n-----END PRIVATE KEY-----",
             "[redacted-key]",
-        ),  # noqa: E501
+        ),
         ("Basic dXNlcjpodW50ZXIy", "Basic [redacted]"),
         ("workspace 1f0e and execution 42 failed", "workspace 1f0e and execution 42 failed"),
     ],

@@ -1,7 +1,7 @@
 """Where the offline validators live, and what a test does when one is missing.
 
 Debian packages (promtool, docker-compose) come from `.ci/debian-packages.txt`; the rest
-(kubernetes-validate, hadolint, kubectl fallback, matplotlib) from `tests/ops/install.sh`
+(kubernetes-validate, hadolint, kubectl, matplotlib, PyYAML) from `tests/ops/install.sh`
 into `.tools/ops-venv`. A missing tool skips locally and fails in CI, which must have them.
 """
 
@@ -20,7 +20,7 @@ TOOLS_BIN = ROOT / ".tools" / "ops-venv" / "bin"
 
 def require(name: str) -> str:
     """The path of a validator, or skip (fail in CI) when it is not installed."""
-    found = shutil.which(name) or _in_tools(name)
+    found = _in_tools(name) or shutil.which(name)  # the pinned copy under .tools first
     if found:
         return found
     message = f"{name} is not installed: run `make tools` (tests/ops/install.sh)"

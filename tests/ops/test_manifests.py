@@ -1,0 +1,201 @@
+"""Kubernetes manifests: rendered overlays validate strictly against the oldest and newest
+supported Kubernetes, and say what production needs (probes, drain, hardening, policies)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from service.config import Config
+from service.health import DRAIN_SECONDS, shutdown_timeout
+from tests.ops.tooling import ROOT, require, run
+from tests.ops.yamldocs import load_all
+
+OVERLAYS = ("staging", "production")
+# Oldest and newest Kubernetes minor versions we support (docs/operations.md).
+K8S_VERSIONS = ("1.30.0", "1.37.0")
+CRD_GROUP = "monitoring.coreos.com/"
+
+
+@cache
+def rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+    kubectl = require("kubectl")
+    text = run([kubectl, "kustomize", str(ROOT / "k8s" / "overlays" / overlay)])
+    return tuple(load_all(text))
+
+
+def one(docs: tuple[dict[str, Any], ...], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_overlay_validates_strictly(overlay: str, version: str, tmp_path: Path) -> None:
+    validate = require("kubernetes-validate")
+    core = [d for d in rendered(overlay) if not d["apiVersion"].startswith(CRD_GROUP)]
+    # The operator CRDs have no built-in schema: they are checked below (promtool, schema).
+    skipped = {d["kind"] for d in rendered(overlay)} - {d["kind"] for d in core}
+    assert skipped == {"ServiceMonitor", "PrometheusRule"}
+    path = tmp_path / f"{overlay}.json"
+    path.write_text("\n---\n".join(json.dumps(d) for d in core))
+    output = run([validate, "--strict", "--kubernetes-version", version, str(path)])
+    assert output.count("passed for resource") == len(core), output
+
+
+def test_strict_validation_rejects_an_unknown_field(tmp_path: Path) -> None:
+    # Guards the guard: a typo in a manifest must fail, not pass silently.
+    validate = require("kubernetes-validate")
+    deployment = dict(one(rendered("staging"), "Deployment", "elova-mcp"))
+    deployment["spec"] = {**deployment["spec"], "replicaz": 3}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(deployment))
+    with pytest.raises(pytest.fail.Exception):
+        run([validate, "--strict", "--kubernetes-version", K8S_VERSIONS[0], str(path)])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_deployment_is_probed_drained_and_hardened(overlay: str) -> None:
+    docs = rendered(overlay)
+    pod = one(docs, "Deployment", "elova-mcp")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["startupProbe"]["httpGet"]["path"] == "/livez"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep"
+    # The grace period covers preStop + readiness drain + in-flight requests at the deadline.
+    cfg = Config(database_url="postgresql://x/y")
+    worst = float(pre_stop[1]) + DRAIN_SECONDS + shutdown_timeout(cfg)
+    assert pod["terminationGracePeriodSeconds"] > worst
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert pod["automountServiceAccountToken"] is False
+    assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
+    assert {"cpu", "memory"} <= container["resources"]["limits"].keys()
+    keys = {c["topologyKey"] for c in pod["topologySpreadConstraints"]}
+    assert keys == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "http": 8080,
+        "metrics": 9090,
+    }
+    config = one(docs, "ConfigMap", "elova-mcp")["data"]
+    assert config["ELOVA_PORT"] == "8080" and config["ELOVA_METRICS_PORT"] == "9090"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_secret_values_in_the_repository(overlay: str) -> None:
+    docs = rendered(overlay)
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    text = json.dumps(docs)
+    assert "BEGIN" not in text and "postgresql://" not in text and "redis://" not in text
+    pod = one(docs, "Deployment", "elova-mcp")["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["ELOVA_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == "elova-mcp"
+    assert env["ELOVA_REDIS_URL"]["valueFrom"]["secretKeyRef"]["name"] == "elova-mcp"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["signing-key"]["secret"]["secretName"] == "elova-mcp-signing-key"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_migration_job_hpa_and_pdb(overlay: str) -> None:
+    docs = rendered(overlay)
+    job = one(docs, "Job", "elova-mcp-migrate")["spec"]["template"]["spec"]
+    assert job["containers"][0]["args"] == ["migrate"]
+    assert job["securityContext"]["runAsNonRoot"] is True
+    hpa = one(docs, "HorizontalPodAutoscaler", "elova-mcp")["spec"]
+    assert hpa["scaleTargetRef"]["name"] == "elova-mcp" and hpa["minReplicas"] >= 2
+    pdb = one(docs, "PodDisruptionBudget", "elova-mcp")["spec"]
+    assert 1 <= pdb["minAvailable"] < hpa["minReplicas"]
+    selector = pdb["selector"]["matchLabels"]
+    labels = one(docs, "Deployment", "elova-mcp")["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= labels.items()
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_network_policy_admits_only_app_and_metrics_ports(overlay: str) -> None:
+    policy = one(rendered(overlay), "NetworkPolicy", "elova-mcp")["spec"]
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    ingress_ports = {p["port"] for rule in policy["ingress"] for p in rule["ports"]}
+    assert ingress_ports == {8080, 9090}
+    metrics_rule = next(r for r in policy["ingress"] if r["ports"][0]["port"] == 9090)
+    assert metrics_rule["from"], "the metrics port is open to the monitoring namespace only"
+    egress_ports = {(p["port"], p["protocol"]) for r in policy["egress"] for p in r["ports"]}
+    assert egress_ports == {(5432, "TCP"), (6379, "TCP"), (53, "UDP"), (53, "TCP")}
+
+
+# The fields of the ServiceMonitor we use, from the Prometheus Operator CRD (v1).
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "selector": {
+                    "type": "object",
+                    "properties": {"matchLabels": {"type": "object"}},
+                    "additionalProperties": False,
+                },
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string"},
+                            "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                            "scrapeTimeout": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_service_monitor_scrapes_the_metrics_port_of_the_service(overlay: str) -> None:
+    docs = rendered(overlay)
+    monitor = one(docs, "ServiceMonitor", "elova-mcp")
+    jsonschema.validate(monitor, SERVICE_MONITOR_SCHEMA)
+    service = one(docs, "Service", "elova-mcp")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    port_names = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= port_names
+    # Prometheus names the job after the Service: rules and dashboard select job="elova-mcp".
+    assert service["metadata"]["name"] == "elova-mcp"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_prometheus_rule_passes_promtool(overlay: str, tmp_path: Path) -> None:
+    promtool = require("promtool")
+    rule = one(rendered(overlay), "PrometheusRule", "elova-mcp")
+    path = tmp_path / "rules.json"  # promtool reads YAML, and JSON is YAML
+    path.write_text(json.dumps({"groups": rule["spec"]["groups"]}))
+    run([promtool, "check", "rules", str(path)])
+
+
+def test_prometheus_rule_embeds_the_rules_file() -> None:
+    require("kubernetes-validate")
+    python = str(ROOT / ".tools" / "ops-venv" / "bin" / "python")
+    run([python, str(ROOT / "tests" / "ops" / "render_prometheusrule.py"), "--check"])
