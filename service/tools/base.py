@@ -46,7 +46,8 @@ class Params(msgspec.Struct, forbid_unknown_fields=True, frozen=False):
         if isinstance(limit, float):
             if not limit.is_integer():
                 raise ValueError("`limit` must be a whole number from 1 to 50")
-            self.limit = int(limit)
+            # setattr: `limit` is declared by each tool's Params subclass, not by this base.
+            setattr(self, "limit", int(limit))  # noqa: B010
 
 
 class Output(msgspec.Struct, omit_defaults=True):
