@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import os
 import socket
 import sys
@@ -189,10 +190,13 @@ def _serve(cfg: Config, server: Any) -> int:
     from service.logs import configure_logging
 
     configure_logging(cfg.log_level)
+    app = create_app(cfg)
     try:
         # No load balancer to drain for: Ctrl-C stops at once.
-        asyncio.run(serve(create_app(cfg), cfg, drain_seconds=0))
+        asyncio.run(serve(app, cfg, drain_seconds=0))
     except OSError as err:
+        if err.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise
         sys.stderr.write(f"{_PROG}: cannot listen on {cfg.host}:{cfg.port}: {err.strerror}\n")
         return 1
     finally:

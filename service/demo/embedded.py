@@ -8,6 +8,7 @@ once and reused, so tokens printed by an earlier run keep verifying after a rest
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import warnings
@@ -41,6 +42,7 @@ def start_postgres(data_dir: Path) -> tuple[Any, str]:
             ) from err
         logging.getLogger("pgserver").setLevel(logging.WARNING)
         data_dir.mkdir(parents=True, exist_ok=True)
+        _forget_dead_handles(data_dir / "pg")
         try:
             server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
         except Exception as err:  # pgserver raises plain exceptions of many kinds
@@ -50,6 +52,30 @@ def start_postgres(data_dir: Path) -> tuple[Any, str]:
             ) from err
     uri: str = server.get_uri()
     return server, uri
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """pgserver stops the server when its last handle (a process id in this file) exits; a
+    run killed with SIGKILL never removes its id, and the server would then outlive every
+    later run. Forget the ids of processes that no longer exist."""
+    handles = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _alive(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
 
 
 async def ensure_database(admin_uri: str, name: str = DATABASE_NAME) -> str:

@@ -1,0 +1,193 @@
+"""`elova-mcp run-demo` as `make run` runs it, in a subprocess, against the test database
+(ELOVA_DATABASE_URL set, so no embedded server): it prints the MCP URL and a working token,
+serves, stops on Ctrl-C, and a second run reuses the key and the data."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import stat
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from service.demo import demo_workspace_ids
+from tests.support.services import TestDatabase
+
+ELOVA = Path(sys.executable).with_name("elova-mcp")
+MODERN = "2026-07-28"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Demo:
+    banner: str
+    mcp_url: str
+    token: str
+    refresh_token: str
+
+
+def _env(db: TestDatabase, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELOVA_")}
+    env.update(
+        ELOVA_DATABASE_URL=db.dsn,
+        ELOVA_HOST="127.0.0.1",
+        ELOVA_PORT=str(port),
+        ELOVA_DB_POOL_MIN="1",
+    )
+    return env
+
+
+@asynccontextmanager
+async def run_demo(db: TestDatabase, data_dir: Path, port: int) -> AsyncIterator[Demo]:
+    proc = await asyncio.create_subprocess_exec(
+        str(ELOVA),
+        "run-demo",
+        "--data-dir",
+        str(data_dir),
+        env=_env(db, port),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    banner: list[str] = []
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                line = (await proc.stdout.readline()).decode()
+                if not line:
+                    err = (await proc.stderr.read()).decode()
+                    raise AssertionError(f"run-demo exited early: {''.join(banner)}\n{err}")
+                banner.append(line)
+                if "Ctrl-C stops the service" in line:
+                    break
+        text = "".join(banner)
+        url = re.search(r"MCP endpoint\s+(\S+)", text)
+        token = re.search(r"export ELOVA_TOKEN=(\S+)", text)
+        refresh = re.search(r"Refresh token .*\n.*\n\s+(\S+)", text)
+        assert url and token and refresh, text
+        yield Demo(text, url.group(1), token.group(1), refresh.group(1))
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+            try:
+                async with asyncio.timeout(20):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0
+
+
+async def _livez(http: aiohttp.ClientSession, base: str) -> int:
+    # The banner is printed just before the listener binds: allow it a moment.
+    for _ in range(100):
+        try:
+            async with http.get(f"{base}/livez") as resp:
+                return resp.status
+        except aiohttp.ClientConnectionError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("/livez never answered")
+
+
+async def _post_tool(
+    session: aiohttp.ClientSession, url: str, token: str | None, name: str
+) -> tuple[int, dict[str, str], bytes]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": name,
+            "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    async with session.post(url, data=msgspec.json.encode(body), headers=headers) as r:
+        return r.status, dict(r.headers), await r.read()
+
+
+async def _tool(session: aiohttp.ClientSession, demo: Demo, name: str) -> dict[str, Any]:
+    status, _, body = await _post_tool(session, demo.mcp_url, demo.token, name)
+    assert status == 200, body
+    result: dict[str, Any] = msgspec.json.decode(body)["result"]
+    return result
+
+
+async def test_run_demo_prints_a_working_token_and_serves(
+    test_database: TestDatabase, tmp_path: Path
+) -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    async with run_demo(test_database, tmp_path, port) as demo, aiohttp.ClientSession() as http:
+        assert demo.mcp_url == f"{base}/mcp"
+        for needle in ("demo@elova.dev", "claude mcp add", "@modelcontextprotocol/inspector",
+                       "curl -s", "elova-mcp approve", "per process"):  # fmt: skip
+            assert needle in demo.banner
+        assert await _livez(http, base) == 200
+        result = await _tool(http, demo, "get_many_workspaces")
+        listed = result["structuredContent"]["workspaces"]
+        assert sorted(w["id"] for w in listed) == sorted(demo_workspace_ids())
+        status, headers, _ = await _post_tool(http, demo.mcp_url, None, "get_many_workspaces")
+        assert status == 401  # no token, no answer
+        assert "resource_metadata=" in headers["WWW-Authenticate"]
+    key = tmp_path / "signing-key.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    first_key = key.read_bytes()
+
+    # The second run: same key, same records, a renewed approval whose old tokens are dead.
+    async with run_demo(test_database, tmp_path, port) as again, aiohttp.ClientSession() as http:
+        assert f"existing key {key}" in again.banner
+        assert await _livez(http, base) == 200
+        result = await _tool(http, again, "get_many_workspaces")
+        assert result["isError"] is False
+    assert key.read_bytes() == first_key
+
+
+async def test_run_demo_refuses_a_busy_port_before_printing_tokens(
+    test_database: TestDatabase, tmp_path: Path
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = await asyncio.create_subprocess_exec(
+            str(ELOVA),
+            "run-demo",
+            "--data-dir",
+            str(tmp_path),
+            env=_env(test_database, port),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    assert b"ELOVA_TOKEN" not in out
+    assert f"cannot listen on 127.0.0.1:{port}".encode() in err
