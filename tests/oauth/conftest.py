@@ -45,8 +45,12 @@ class OAuth:
         return self.cfg.mcp_resource
 
     async def register(self, redirect_uris: list[str] | None = None, **extra: Any) -> Registered:
-        body = {"redirect_uris": redirect_uris or [REDIRECT_URI], "client_name": "Test Agent",
-                "grant_types": ["authorization_code", "refresh_token"], **extra}  # fmt: skip
+        body = {
+            "redirect_uris": redirect_uris or [REDIRECT_URI],
+            "client_name": "Test Agent",
+            "grant_types": ["authorization_code", "refresh_token"],
+            **extra,
+        }
         resp = await self.http.post("/register", json=body)
         assert resp.status == 201, await resp.text()
         data = await resp.json()
@@ -88,9 +92,13 @@ class OAuth:
         return await self.http.post("/authorize", data=fields, allow_redirects=False)
 
     async def code_for(
-        self, account: Account, reg: Registered | None = None, *, workspaces: list[str] | None = None,
+        self,
+        account: Account,
+        reg: Registered | None = None,
+        *,
+        workspaces: list[str] | None = None,
         **over: str | None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> dict[str, Any]:
         """Sign in, approve and return the code with everything needed to redeem it."""
         reg = reg or await self.register()
         verifier, challenge = pkce()

@@ -43,8 +43,11 @@ async def seed_account(
     ids = []
     for i in range(workspaces):
         name = names[i] if names and i < len(names) else f"Workspace {i:03d} {uuid.uuid4().hex[:6]}"
-        ws = snap.workspace(name=name, timeZone="Europe/Berlin",
-                            members=[snapshots.member(owner, "admin" if i % 2 else "owner")])  # fmt: skip
+        ws = snap.workspace(
+            name=name,
+            timeZone="Europe/Berlin",
+            members=[snapshots.member(owner, "admin" if i % 2 else "owner")],
+        )
         ids.append(ws["id"])
     async with pool.acquire() as conn:
         await load_snapshot(conn, snap.document())
@@ -115,3 +118,36 @@ def authorize_params(
     }
     params.update(over)
     return {k: v for k, v in params.items() if v is not None}
+
+
+MODERN = "2026-07-28"
+
+
+def tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A stateless (2026-07-28) tools/call request: body and headers, without the token."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": name,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "oauth-test", "version": "1"},
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
+    return body, headers
+
+
+def bearer(headers: dict[str, str], token: str | None) -> dict[str, str]:
+    return {**headers, "Authorization": f"Bearer {token}"} if token else dict(headers)
