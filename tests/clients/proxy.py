@@ -7,11 +7,16 @@ hostile request (the conformance `dns-rebinding-protection` scenario must see it
 and sets `Authorization: Bearer <token>`. A 429 is retried after its `Retry-After`, as a
 well-behaved harness does (SEMANTICS §8: the per-account cap of 2 refuses the third of
 three simultaneous requests). Responses stream back unchanged, SSE included.
+
+Given several upstreams (replicas), it sends each request to the next one in turn, like a
+round-robin load balancer with no session affinity.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -39,14 +44,18 @@ class Exchange:
     path: str
     host: str | None
     origin: str | None
+    upstream: str
+    session_id: str | None
     statuses: list[int] = field(default_factory=list)  # every upstream answer, retries included
 
 
 class BearerProxy:
     """`async with BearerProxy(upstream, token) as proxy:` then point a tool at `proxy.url`."""
 
-    def __init__(self, upstream: str, token: str, *, port: int = 0) -> None:
-        self.upstream = upstream.rstrip("/")
+    def __init__(self, upstream: str | Sequence[str], token: str, *, port: int = 0) -> None:
+        targets = [upstream] if isinstance(upstream, str) else list(upstream)
+        self.upstreams = [u.rstrip("/") for u in targets]
+        self._next = itertools.cycle(self.upstreams)
         self.token = token
         self.port = port
         self.exchanges: list[Exchange] = []
@@ -110,15 +119,16 @@ class BearerProxy:
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
         body = await request.read()
+        upstream = next(self._next)
         exchange = Exchange(
             request.method, request.path_qs, request.headers.get("Host"),
-            request.headers.get("Origin"),
+            request.headers.get("Origin"), upstream, request.headers.get("Mcp-Session-Id"),
         )  # fmt: skip
         self.exchanges.append(exchange)
         headers = self._headers(request)
-        target = self.upstream + request.raw_path
+        target = upstream + request.raw_path
         for attempt in range(MAX_RETRIES + 1):
-            upstream = await self._session.request(
+            answer = await self._session.request(
                 request.method,
                 target,
                 headers=CIMultiDict(headers),
@@ -127,14 +137,14 @@ class BearerProxy:
                 # Forward exactly what the client sent: add nothing of aiohttp's own.
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
             )
-            exchange.statuses.append(upstream.status)
-            if upstream.status == 429 and attempt < MAX_RETRIES:
-                wait = _retry_after(upstream.headers.get("Retry-After"))
-                await upstream.read()
-                upstream.release()
+            exchange.statuses.append(answer.status)
+            if answer.status == 429 and attempt < MAX_RETRIES:
+                wait = _retry_after(answer.headers.get("Retry-After"))
+                await answer.read()
+                answer.release()
                 await asyncio.sleep(wait)
                 continue
-            return await self._relay(request, upstream)
+            return await self._relay(request, answer)
         raise AssertionError("unreachable")
 
     async def _relay(
