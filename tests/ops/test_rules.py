@@ -1,0 +1,63 @@
+"""Alert rules: promtool accepts them, unit tests fire each alert, each links its runbook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.ops.tooling import ROOT, require, run
+from tests.ops.yamldocs import load_file
+
+ALERTS_DIR = ROOT / "grafana" / "alerts"
+RULES = ALERTS_DIR / "elova-mcp.rules.yaml"
+TESTS = ALERTS_DIR / "elova-mcp.rules.test.yaml"
+RUNBOOKS = ROOT / "grafana" / "runbooks"
+
+
+def alerting_rules() -> list[dict[str, Any]]:
+    groups = load_file(RULES)["groups"]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def test_promtool_checks_the_rules() -> None:
+    output = run([require("promtool"), "check", "rules", str(RULES)])
+    assert "SUCCESS" in output
+
+
+def test_promtool_unit_tests_pass() -> None:
+    output = run([require("promtool"), "test", "rules", str(TESTS)])
+    assert "SUCCESS" in output
+
+
+def test_every_alert_is_fired_by_a_unit_test() -> None:
+    cases = load_file(TESTS)["tests"]
+    fired = {
+        check["alertname"]
+        for case in cases
+        for check in case.get("alert_rule_test", [])
+        if check.get("exp_alerts")
+    }
+    assert {rule["alert"] for rule in alerting_rules()} == fired
+
+
+def test_every_alert_links_its_runbook_and_every_runbook_has_an_alert() -> None:
+    names = set()
+    for rule in alerting_rules():
+        name = rule["alert"]
+        names.add(name)
+        assert rule["labels"]["severity"] in {"critical", "warning"}, name
+        assert rule["annotations"]["summary"], name
+        url = rule["annotations"]["runbook_url"]
+        assert url.endswith(f"/grafana/runbooks/{name}.md"), (name, url)
+        runbook = (RUNBOOKS / f"{name}.md").read_text()
+        assert runbook.startswith(f"# {name}\n")
+        for section in ("## What it means", "## What to check", "## What to do"):
+            assert section in runbook, (name, section)
+    assert {path.stem for path in RUNBOOKS.glob("*.md")} == names
+
+
+def test_slo_alerts_cover_availability_and_latency_with_two_speeds() -> None:
+    slo = {(r["labels"].get("slo"), r["labels"]["severity"]) for r in alerting_rules()}
+    assert {("availability", "critical"), ("availability", "warning")} <= slo
+    assert {("latency", "critical"), ("latency", "warning")} <= slo
+    absent = [r for r in alerting_rules() if "absent(" in r["expr"]]
+    assert absent, "an alert must fire when Prometheus scrapes no target at all"
