@@ -4,6 +4,7 @@ header/body agreement the streamable HTTP transport requires. All before authent
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,12 @@ from service.mcp.versions import (
     is_modern,
 )
 
+# No MCP message nests deeply; bounding it keeps every later decode of a part of the body
+# (params, arguments) far below the interpreter's recursion limit.
+MAX_NESTING = 64
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
 
 @dataclass(frozen=True)
 class Incoming:
@@ -53,6 +60,8 @@ class _Named(msgspec.Struct):
 def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
     """Decode the envelope and tell its era; raise ParseError / InvalidRequest (HTTP 400)."""
     envelope = _decode(body)
+    if _nested_deeper_than(body, MAX_NESTING):
+        raise _too_deep()
     if envelope.id is None:
         raise InvalidRequest("Invalid Request: id must be a string or a number")
     params = bytes(envelope.params) if isinstance(envelope.params, msgspec.Raw) else b"{}"
@@ -63,12 +72,31 @@ def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
     return Incoming(request_id, envelope.method, params, modern)
 
 
+def _nested_deeper_than(body: bytes, limit: int) -> bool:
+    """Whether valid JSON nests arrays/objects deeper than `limit`: strings are blanked, then
+    each pass removes the innermost bracket pairs, one level a pass."""
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
+    return bool(brackets)
+
+
+def _too_deep() -> InvalidRequest:
+    return InvalidRequest(f"Invalid Request: JSON nested deeper than {MAX_NESTING} levels")
+
+
 def _decode(body: bytes) -> p.Envelope:
     try:
         return p.envelope_decoder.decode(body)
+    except RecursionError as err:
+        raise _too_deep() from err
     except msgspec.ValidationError as err:
         try:
             document = msgspec.json.decode(body)
+        except RecursionError:
+            raise _too_deep() from err
         except msgspec.DecodeError:
             raise ParseError("Parse error: the body is not valid JSON") from err
         if isinstance(document, list):
