@@ -34,7 +34,9 @@ from service.limits.budget import (
     ACCOUNT,
     ACCOUNT_DAILY,
     APPROVAL,
+    APPROVAL_POLICY,
     GLOBAL,
+    RATE_LIMIT,
     Budget,
     Decision,
     concurrency_hint,
@@ -306,8 +308,14 @@ class Admission:
 
     def _unanswered(self) -> LimitExceeded:
         self._metrics.limit_refused(GLOBAL)
+        retry = concurrency_hint()
+        # The budget is unknown; what holds is "nothing more until the hint has passed".
+        headers = Budget(
+            self.limits.approval_per_minute, 0.0, self.limits.account_per_day
+        ).headers()
+        headers[RATE_LIMIT] = f'"{APPROVAL_POLICY}";r=0;t={retry}'
         return LimitExceeded(
-            GLOBAL, concurrency_hint(), "The shared limits did not answer in time."
+            GLOBAL, retry, "The shared limits did not answer in time.", headers=headers
         )
 
     def _refusal(self, decision: Decision, shared: bool) -> LimitExceeded:

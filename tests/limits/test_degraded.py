@@ -37,7 +37,10 @@ async def test_closed_port_answers_at_once_with_the_per_process_share(
             await admission.acquire(f"blip-{i}", make_caller())
         assert time.monotonic() - started < 0.3
         assert refused.value.limit == "global"
-        assert refused.value.retry_after_seconds in (1, 2)
+        retry = refused.value.retry_after_seconds
+        assert retry in (1, 2)
+        assert refused.value.headers["RateLimit"] == f'"approval";r=0;t={retry}'
+        assert refused.value.headers["RateLimit-Policy"] == '"approval";q=60;w=60'
         assert not admission.degraded
     grants: list[Grant] = []
     for i in range(2):
