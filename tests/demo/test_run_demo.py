@@ -24,6 +24,7 @@ from service.demo import demo_workspace_ids
 from tests.support.services import TestDatabase
 
 ELOVA = Path(sys.executable).with_name("elova-mcp")
+ROOT = Path(__file__).parents[2]
 MODERN = "2026-07-28"
 
 
@@ -94,6 +95,20 @@ async def run_demo(db: TestDatabase, data_dir: Path, port: int) -> AsyncIterator
     assert proc.returncode == 0
 
 
+async def _printed_approve(banner: str) -> dict[str, Any]:
+    """Run the `elova-mcp approve` command exactly as the banner prints it."""
+    match = re.search(r"\n(\s+ELOVA_DATABASE_URL=.*?)\n\n", banner, re.S)
+    assert match, banner
+    command = match.group(1).replace("\\\n", " ")
+    proc = await asyncio.create_subprocess_shell(
+        command, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    result: dict[str, Any] = msgspec.json.decode(out)
+    return result
+
+
 async def _livez(http: aiohttp.ClientSession, base: str) -> int:
     # The banner is printed just before the listener binds: allow it a moment.
     for _ in range(100):
@@ -158,6 +173,13 @@ async def test_run_demo_prints_a_working_token_and_serves(
         status, headers, _ = await _post_tool(http, demo.mcp_url, None, "get_many_workspaces")
         assert status == 401  # no token, no answer
         assert "resource_metadata=" in headers["WWW-Authenticate"]
+        renewed = await _printed_approve(demo.banner)
+        assert renewed["expiresIn"] == 300
+        fresh = Demo(demo.banner, demo.mcp_url, renewed["accessToken"], "")
+        assert (await _tool(http, fresh, "get_many_workspaces"))["isError"] is False
+        # Renewing the approval moved its generation on: the banner's token is dead now.
+        status, _, _ = await _post_tool(http, demo.mcp_url, demo.token, "get_many_workspaces")
+        assert status == 401
     key = tmp_path / "signing-key.pem"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     first_key = key.read_bytes()
