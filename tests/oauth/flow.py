@@ -104,7 +104,7 @@ class Registered:
 
 
 def authorize_params(
-    reg: Registered, challenge: str, resource: str, **over: str | None
+    reg: Registered, challenge: str, our_resource: str, /, **over: str | None
 ) -> dict[str, str]:
     params: dict[str, str | None] = {
         "response_type": "code",
@@ -114,7 +114,7 @@ def authorize_params(
         "code_challenge": challenge,
         "code_challenge_method": "S256",
         "scope": "workspaces:read n8n:read",
-        "resource": resource,
+        "resource": our_resource,
     }
     params.update(over)
     return {k: v for k, v in params.items() if v is not None}
