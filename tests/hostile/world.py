@@ -70,6 +70,8 @@ class World:
     tenants: dict[str, Tenant]
     approvals: dict[str, Granted]
     ids_by_workspace: dict[str, set[str]]
+    # id → (kind, workspace id): kind is workspace, instance, workflow, execution, ...
+    records: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def ids_of(self, granted: Granted) -> set[str]:
         """Every id (lowercase) that a call through this approval may return."""
@@ -212,7 +214,25 @@ async def build_world(pool: asyncpg.Pool, tokens: TokenService) -> World:
         approvals["a"] = await _grant(conn, tokens, "a", a_id, a_ws[:3])
         approvals["a1"] = await _grant(conn, tokens, "a1", a_id, a_ws[:1])
         approvals["b"] = await _grant(conn, tokens, "b", b_id, b_ws)
-    return World(tenants, approvals, ids)
+    return World(tenants, approvals, ids, _records(tenants))
+
+
+def _records(tenants: dict[str, Tenant]) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    for tenant in tenants.values():
+        for ws in tenant.workspaces:
+            wid = ws["id"]
+            out[wid] = ("workspace", wid)
+            kinds = {
+                "instance": tenant.instances,
+                "workflow": tenant.workflows,
+                "execution": tenant.executions,
+                "sync_job": tenant.sync_jobs,
+            }
+            for kind, by_ws in kinds.items():
+                for record in by_ws.get(wid, []):
+                    out[record["id"]] = (kind, wid)
+    return out
 
 
 async def grant(
