@@ -42,7 +42,7 @@ def checks_of(output_dir: Path, scenario: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 async def test_conformance_scenario_passes(
-    proxy: BearerProxy, node_env: dict[str, str], tmp_path: Path, scenario: str
+    node_env: dict[str, str], proxy: BearerProxy, tmp_path: Path, scenario: str
 ) -> None:
     done = await run(
         [str(BIN / "conformance"), "server", "--url", proxy.url, "--scenario", scenario,

@@ -23,7 +23,7 @@ async def inspector(proxy: BearerProxy, env: dict[str, str], *args: str) -> dict
 
 
 async def test_inspector_cli_lists_tools_and_calls_one(
-    proxy: BearerProxy, node_env: dict[str, str], dataset: Dataset
+    node_env: dict[str, str], proxy: BearerProxy, dataset: Dataset
 ) -> None:
     listed = await inspector(proxy, node_env, "--method", "tools/list")
     check_listing(listed["tools"])

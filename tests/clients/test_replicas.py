@@ -58,7 +58,7 @@ async def test_python_client_across_replicas(
 
 
 async def test_typescript_client_across_replicas(
-    two_replicas: ServeProcesses, dataset: Dataset, node_env: dict[str, str]
+    node_env: dict[str, str], two_replicas: ServeProcesses, dataset: Dataset
 ) -> None:
     calls = plan(dataset)
     async with await balancer(two_replicas, dataset) as proxy:

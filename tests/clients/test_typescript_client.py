@@ -14,7 +14,7 @@ from tests.support.server import ServeProcesses
 
 
 async def test_typescript_client_lists_and_calls_every_tool(
-    elova: ServeProcesses, dataset: Dataset, issue_token: IssueToken, node_env: dict[str, str]
+    node_env: dict[str, str], elova: ServeProcesses, dataset: Dataset, issue_token: IssueToken
 ) -> None:
     calls = plan(dataset)
     refused = [("get_workspace", {"workspaceId": dataset.foreign_workspace_id})]
