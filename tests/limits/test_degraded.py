@@ -190,3 +190,30 @@ async def test_timed_out_admission_is_compensated(
     # A later admission with the same id (the late one) takes nothing either.
     assert await direct.zscore(keys[0], "timed-out") is None
     await direct.aclose()
+
+
+async def test_client_gone_mid_admission_is_compensated(
+    make_admission: MakeAdmission, redis_server: RedisServer
+) -> None:
+    admission = make_admission(redis_server.url, approval_per_minute=5)
+    caller = make_caller()
+    await admission.release(await admission.acquire("warm", caller))
+    direct = aioredis.Redis.from_url(redis_server.url)
+    keys = admission.keys(caller.account_id, caller.approval_id)
+    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.3"))  # type: ignore[no-untyped-call]
+    await asyncio.sleep(0.05)
+    # The client disconnects while the admission is on its way: aiohttp cancels the handler.
+    pending = asyncio.create_task(admission.acquire("gone", caller))
+    await asyncio.sleep(0.03)
+    pending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    await sleeper
+
+    async def settled() -> bool:
+        cancelled = await direct.zscore(keys[4], "gone")
+        return cancelled is not None and await direct.zcard(keys[0]) == 0
+
+    await wait_for(settled, timeout=3.0)
+    assert 4 <= float(await direct.hget(keys[2], "tokens") or 0) < 4.1
+    await direct.aclose()
