@@ -20,26 +20,30 @@ class Clock:
         return self.now
 
 
+def _state(breaker: CircuitBreaker) -> State:
+    return breaker.state  # through a call, so each check reads the state afresh
+
+
 def test_breaker_opens_after_the_threshold_and_lets_one_trial_through() -> None:
     clock = Clock()
     breaker = CircuitBreaker(failure_threshold=3, cooldown_seconds=1.0, clock=clock)
     for _ in range(2):
         assert breaker.allow()
         breaker.record_failure()
-    assert breaker.state is State.CLOSED
+    assert _state(breaker) is State.CLOSED
     breaker.record_failure()
-    assert breaker.state is State.OPEN and not breaker.allow()
+    assert _state(breaker) is State.OPEN and not breaker.allow()
     clock.now += 1.0
     assert breaker.allow()  # the trial
-    assert breaker.state is State.HALF_OPEN and not breaker.allow()
+    assert _state(breaker) is State.HALF_OPEN and not breaker.allow()
     breaker.record_failure()  # a failed trial opens it for another cooldown
-    assert breaker.state is State.OPEN and not breaker.allow()
+    assert _state(breaker) is State.OPEN and not breaker.allow()
     clock.now += 1.0
     assert breaker.allow()
     breaker.abandon()  # a cancelled trial: the next caller may try
     assert breaker.allow()
     breaker.record_success()
-    assert breaker.state is State.CLOSED and breaker.allow()
+    assert _state(breaker) is State.CLOSED and breaker.allow()
 
 
 def test_success_resets_the_failure_count() -> None:
@@ -47,7 +51,7 @@ def test_success_resets_the_failure_count() -> None:
     breaker.record_failure()
     breaker.record_success()
     breaker.record_failure()
-    assert breaker.state is State.CLOSED
+    assert _state(breaker) is State.CLOSED
 
 
 @pytest.mark.parametrize(
