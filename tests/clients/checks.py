@@ -33,6 +33,11 @@ def _validator(tool: str) -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+def validate_output(tool: str, structured: Any) -> None:
+    errors = sorted(_validator(tool).iter_errors(structured), key=str)
+    assert not errors, f"{tool} output does not match its outputSchema: {errors[0]}"
+
+
 def check_listing(listed: list[dict[str, Any]]) -> None:
     """tools/list as a client received it: exactly the nine tools, fields equal to the spec."""
     assert [t["name"] for t in listed] == [t["name"] for t in catalog()]
@@ -61,8 +66,7 @@ def check_result(tool: str, result: dict[str, Any], data: Dataset) -> dict[str, 
     """A successful tools/call result in wire form (isError, content, structuredContent)."""
     assert result.get("isError") in (None, False), f"{tool} failed: {result.get('content')}"
     structured = result["structuredContent"]
-    errors = sorted(_validator(tool).iter_errors(structured), key=str)
-    assert not errors, f"{tool} output does not match its outputSchema: {errors[0]}"
+    validate_output(tool, structured)
     texts = [c for c in result["content"] if c.get("type") == "text"]
     assert len(texts) == 1, f"{tool}: expected one text block, got {result['content']}"
     assert json.loads(texts[0]["text"]) == structured, f"{tool}: text differs from structured"

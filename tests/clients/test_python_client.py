@@ -12,12 +12,30 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.clients.checks import check_listing, check_not_found, check_result, plan
+from tests.clients.checks import (
+    check_listing,
+    check_not_found,
+    check_result,
+    plan,
+    validate_output,
+)
 from tests.clients.conftest import IssueToken
 from tests.clients.dataset import Dataset
 from tests.support.server import ServeProcesses
 
 EXPECTED_VERSION = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+
+def _c(cursor: str | None) -> dict[str, str]:
+    return {} if cursor is None else {"cursor": cursor}
+
+
+def check_page(result: dict[str, Any]) -> dict[str, Any]:
+    assert result.get("isError") in (None, False), result
+    page: dict[str, Any] = result["structuredContent"]
+    validate_output("get_many_executions", page)
+    assert len(page["executions"]) == 1
+    return page
 
 
 def wire(model: Any) -> dict[str, Any]:
@@ -42,9 +60,21 @@ async def test_python_client_lists_and_calls_every_tool(
         assert listed.next_cursor is None
         check_listing([wire(t) for t in listed.tools])
 
+        results = {}
         for tool, arguments in plan(dataset):
             result = await client.call_tool(tool, arguments)
-            check_result(tool, wire(result), dataset)
+            results[tool] = check_result(tool, wire(result), dataset)
+
+        # Opaque cursors survive the client: one row a page, every row once, same order.
+        walked, cursor = [], None
+        while True:
+            args = {"workspaceId": dataset.workspace_id, "limit": 1}
+            page = wire(await client.call_tool("get_many_executions", args | _c(cursor)))
+            out = check_page(page)
+            walked += [e["id"] for e in out["executions"]]
+            if (cursor := out["nextCursor"]) is None:
+                break
+        assert walked == [e["id"] for e in results["get_many_executions"]["executions"]]
 
         # A workspace that exists but is not granted reads exactly like one that does not.
         for workspace in (dataset.foreign_workspace_id, "0b6f0a4e-5d1c-4c0e-9a53-2f9d7a3c1e00"):
