@@ -87,7 +87,9 @@ class OAuth:
         if csrf not in (None, "from-page"):
             fields.append(("csrf", csrf))
         fields += [("workspace", w) for w in workspaces]
-        fields += [("grant_scope", s) for s in (scopes or params["scope"].split())]
+        fields += [
+            ("grant_scope", s) for s in (params["scope"].split() if scopes is None else scopes)
+        ]
         fields += [("expires", expires), ("decision", decision)]
         return await self.http.post("/authorize", data=fields, allow_redirects=False)
 
