@@ -1,7 +1,7 @@
 """Prometheus smoke run (not part of `make test`): a real Prometheus scrapes a running service
 under a short load; every dashboard query must return data; the main panels go to a PNG.
 
-    .venv/bin/python -m tests.ops.prometheus_smoke [--seconds 60] [--png tests/artifacts/dashboard.png]
+    .venv/bin/python -m tests.ops.prometheus_smoke [--seconds 60] [--png out.png]
 
 Needs PostgreSQL and Redis (as the tests do), Debian's `prometheus` and `make tools`.
 Exit status 0 when every query returned data.
@@ -35,6 +35,7 @@ from tests.ops.tooling import ROOT, TOOLS_BIN
 from tests.support.keys import ed25519_pem
 from tests.support.services import REDIS_URL, create_database, drop_database, new_redis_prefix
 
+NO_SUCH = "00000000-0000-4000-8000-00000000000"  # + a digit: ids that exist nowhere (NOT_FOUND)
 TOOL_CALLS = [
     ("get_many_workspaces", {}),
     ("get_workspace", {"workspaceId": "WS"}),
@@ -42,10 +43,10 @@ TOOL_CALLS = [
     ("get_execution_stats", {"workspaceId": "WS", "period": "7d", "timeZone": "UTC"}),
     ("get_many_executions", {"workspaceId": "WS"}),
     ("get_many_workflows", {"workspaceId": "WS"}),
-    ("get_many_sync_jobs", {"workspaceId": "WS", "instanceId": "00000000-0000-4000-8000-000000000001"}),
+    ("get_many_sync_jobs", {"workspaceId": "WS", "instanceId": NO_SUCH + "1"}),
     ("get_workspace", {"workspaceId": "not-a-uuid"}),  # VALIDATION_ERROR
-    ("get_workflow", {"workspaceId": "WS", "workflowId": "00000000-0000-4000-8000-000000000002"}),
-    ("get_execution", {"workspaceId": "WS", "executionId": "00000000-0000-4000-8000-000000000000"}),
+    ("get_workflow", {"workspaceId": "WS", "workflowId": NO_SUCH + "2"}),
+    ("get_execution", {"workspaceId": "WS", "executionId": NO_SUCH + "0"}),
 ]
 
 

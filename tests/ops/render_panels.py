@@ -14,7 +14,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 MAIN = [
     "Error budget burn rate",
@@ -40,7 +40,8 @@ def legend(template: str, labels: dict[str, str]) -> str:
 
 
 def main(source: str, target: str) -> None:
-    data = json.load(open(source))
+    with open(source) as fh:
+        data = json.load(fh)
     start = data["start"]
     by_panel: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for entry in data["panels"]:
