@@ -112,3 +112,4 @@ def check_not_found(result: dict[str, Any]) -> None:
     assert result.get("isError") is True
     assert result["content"][0]["text"].startswith("NOT_FOUND: ")
     assert result.get("structuredContent") is None
+    assert result["_meta"]["code"] == "NOT_FOUND" and result["_meta"]["retryable"] is False

@@ -17,7 +17,10 @@ async def test_typescript_client_lists_and_calls_every_tool(
     node_env: dict[str, str], elova: ServeProcesses, dataset: Dataset, issue_token: IssueToken
 ) -> None:
     calls = plan(dataset)
-    refused = [("get_workspace", {"workspaceId": dataset.foreign_workspace_id})]
+    refused = [
+        ("get_workspace", {"workspaceId": dataset.foreign_workspace_id}),
+        ("get_many_workspaces", {"limit": 0}),
+    ]
     done = await run(
         ["node", str(TS_DIR / "call_tools.mjs"), elova.mcp_url],
         {**node_env, "ELOVA_TOKEN": await issue_token()},
@@ -34,3 +37,7 @@ async def test_typescript_client_lists_and_calls_every_tool(
     for item in out["results"]:
         check_result(item["tool"], item["result"], dataset)
     check_not_found(out["refused"][0]["result"])
+    invalid = out["refused"][1]["result"]
+    assert invalid["isError"] is True
+    assert invalid["content"][0]["text"].startswith("VALIDATION_ERROR: ")
+    assert invalid["_meta"]["code"] == "VALIDATION_ERROR"
