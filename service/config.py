@@ -33,6 +33,12 @@ class Limits:
     max_response_bytes: int = 256 * 1024
     lease_grace_seconds: float = 5.0
     expected_replicas: int = 1
+    # Redis is asked on every request: a call either answers within this timeout or fails,
+    # and after `breaker_failures` failures in a row the per-process limiter takes over for
+    # `breaker_cooldown_seconds` before Redis is tried again.
+    redis_timeout_seconds: float = 0.25
+    breaker_failures: int = 3
+    breaker_cooldown_seconds: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,11 @@ class Config:
             max_response_bytes=_parse(env, "ELOVA_MAX_RESPONSE_BYTES", _positive_int, 256 * 1024),
             lease_grace_seconds=_parse(env, "ELOVA_LEASE_GRACE_SECONDS", _grace, 5.0),
             expected_replicas=_parse(env, "ELOVA_EXPECTED_REPLICAS", _positive_int, 1),
+            redis_timeout_seconds=_parse(env, "ELOVA_REDIS_TIMEOUT_MS", _millis, 0.25),
+            breaker_failures=_parse(env, "ELOVA_REDIS_BREAKER_FAILURES", _positive_int, 3),
+            breaker_cooldown_seconds=_parse(
+                env, "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS", _positive_float, 1.0
+            ),
         )
         return cls(
             database_url=_required(env, "ELOVA_DATABASE_URL", _db_url),
@@ -142,6 +153,13 @@ def _positive_float(raw: str) -> float:
     if not value > 0 or value != value or value == float("inf"):
         raise ValueError(f"expected a positive number of seconds, got {raw!r}")
     return value
+
+
+def _millis(raw: str) -> float:
+    value = int(raw)
+    if not 1 <= value <= 60_000:
+        raise ValueError(f"expected milliseconds from 1 to 60000, got {raw!r}")
+    return value / 1000
 
 
 def _grace(raw: str) -> float:

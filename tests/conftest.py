@@ -56,6 +56,10 @@ def make_config(
             "ELOVA_SIGNING_KEY": signing_key_pem.decode(),
             "ELOVA_PUBLIC_URL": "http://127.0.0.1:8080",
             "ELOVA_DB_POOL_MIN": "1",
+            # App-level tests share 2 cores with PostgreSQL, Redis and each other: a busy
+            # event loop must not turn a Redis reply into a spurious 429 (tests of the
+            # timeout itself set their own).
+            "ELOVA_REDIS_TIMEOUT_MS": "1000",
         }
         for key, value in overrides.items():
             name = key if key.startswith("ELOVA_") else f"ELOVA_{key}"

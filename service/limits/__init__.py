@@ -16,6 +16,7 @@ from service.limits.redis_client import redis_ctx
 
 async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
     from service.limits.admission import Admission
+    from service.limits.breaker import CircuitBreaker
 
     cfg = app[CONFIG]
     admission = Admission(
@@ -23,6 +24,11 @@ async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
         redis=app[REDIS],
         key_prefix=cfg.redis_key_prefix,
         metrics=app[METRICS],
+        breaker=CircuitBreaker(
+            failure_threshold=cfg.limits.breaker_failures,
+            cooldown_seconds=cfg.limits.breaker_cooldown_seconds,
+        ),
+        timeout_seconds=cfg.limits.redis_timeout_seconds,
     )
     app[ADMISSION] = admission
     await admission.warm_up()
