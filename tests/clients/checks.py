@@ -18,6 +18,14 @@ from tests.clients.dataset import Dataset
 # The repository's copy of the product contract (identical to shared/spec/elova-tools.json).
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
 TOOL_FIELDS = ("name", "description", "inputSchema", "outputSchema", "annotations")
+# The revision the official Python client settles on in each of its connect modes.
+EXPECTED_VERSION = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """A Python-client result as it was on the wire (camelCase names, absent fields left out)."""
+    out: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_unset=True)
+    return out
 
 
 @cache

@@ -13,17 +13,17 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.clients.checks import (
+    EXPECTED_VERSION,
     check_listing,
     check_not_found,
     check_result,
     plan,
     validate_output,
+    wire,
 )
 from tests.clients.conftest import IssueToken
 from tests.clients.dataset import Dataset
 from tests.support.server import ServeProcesses
-
-EXPECTED_VERSION = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 
 
 def _c(cursor: str | None) -> dict[str, str]:
@@ -36,12 +36,6 @@ def check_page(result: dict[str, Any]) -> dict[str, Any]:
     validate_output("get_many_executions", page)
     assert len(page["executions"]) == 1
     return page
-
-
-def wire(model: Any) -> dict[str, Any]:
-    """A result as it was on the wire (camelCase names, unset fields left out)."""
-    out: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return out
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -12,11 +12,10 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.clients.checks import check_listing, check_result, plan
+from tests.clients.checks import EXPECTED_VERSION, check_listing, check_result, plan, wire
 from tests.clients.dataset import Dataset
 from tests.clients.node import TS_DIR, run
 from tests.clients.proxy import BearerProxy
-from tests.clients.test_python_client import EXPECTED_VERSION, wire
 from tests.support.server import ServeProcesses
 from tests.support.services import TestDatabase
 
