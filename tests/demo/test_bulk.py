@@ -73,8 +73,8 @@ def test_records_are_realistic() -> None:
 
 _EXECUTIONS = "SELECT * FROM executions WHERE workspace_id = ANY($1) ORDER BY id"
 _WORKFLOWS = "SELECT * FROM workflows WHERE workspace_id = ANY($1) ORDER BY id"
-_SUMMARIES = """SELECT s.* FROM workflow_execution_summaries s JOIN workflows w ON w.id = s.workflow_id
- WHERE w.workspace_id = ANY($1) ORDER BY s.workflow_id"""
+_SUMMARIES = """SELECT s.* FROM workflow_execution_summaries s
+  JOIN workflows w ON w.id = s.workflow_id WHERE w.workspace_id = ANY($1) ORDER BY s.workflow_id"""
 _INSTANCES = "SELECT * FROM instances WHERE workspace_id = ANY($1) ORDER BY id"
 _JOBS = """SELECT j.* FROM sync_jobs j JOIN instances i ON i.id = j.instance_id
  WHERE i.workspace_id = ANY($1) ORDER BY j.id"""
@@ -83,8 +83,9 @@ _ROLLUP_TABLES = ("execution_rollups", "execution_rollups_daily")
 
 async def _state(conn: asyncpg.Connection, workspaces: list[UUID]) -> dict[str, list[Any]]:
     state = {}
-    for name, query in (("executions", _EXECUTIONS), ("workflows", _WORKFLOWS),
-                        ("summaries", _SUMMARIES), ("instances", _INSTANCES), ("jobs", _JOBS)):  # fmt: skip
+    queries = {"executions": _EXECUTIONS, "workflows": _WORKFLOWS, "summaries": _SUMMARIES,
+               "instances": _INSTANCES, "jobs": _JOBS}  # fmt: skip
+    for name, query in queries.items():
         state[name] = [dict(r) for r in await conn.fetch(query, workspaces)]
     for table in _ROLLUP_TABLES:
         if await conn.fetchval("SELECT to_regclass($1)", table) is not None:
@@ -161,7 +162,8 @@ async def test_a_plan_written_twice_is_refused_unless_replaced(test_database: Te
 
 def test_cli_writes_and_says_how_to_approve(test_database: TestDatabase) -> None:
     args = ["--workspaces", "1", "--instances", "1", "--workflows", "3", "--executions", "200",
-            "--seed", "41", "--now", "2026-03-29T00:30:00Z", "--database-url", test_database.dsn]  # fmt: skip
+            "--seed", "41", "--now", "2026-03-29T00:30:00Z",
+            "--database-url", test_database.dsn]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "service", "demo-data", *args],
         capture_output=True,
