@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -144,6 +145,8 @@ async def test_a_real_process_logs_json_lines_without_secrets(serve_env: dict[st
             resp = await proc.get(path, headers={"Authorization": f"Bearer {JWT}"})
             answered.append((resp.status, resp.headers[REQUEST_ID_HEADER]))
         proc.terminate()
+        await asyncio.sleep(0.2)
+        proc.terminate()  # a second signal skips the drain window
         assert await proc.wait(timeout=15) == 0
         output = proc.output()
         lines = proc.log_lines()  # every line parses as JSON
