@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,7 +71,9 @@ async def call_tool(call: Call) -> Answer:
             max_response_bytes=limit,
             response_overhead=response_overhead(call),
         )
-        output = await _run(call, tool.handler, ctx, arguments, cfg.limits.request_deadline_seconds)
+        output = await _run(
+            call, tool.name, tool.handler, ctx, arguments, cfg.limits.request_deadline_seconds
+        )
     except ToolError as err:
         return Answer(_tool_error(call, err), outcome=f"tool_error:{err.code}", tool=tool.name)
     structured = msgspec.json.encode(output)
@@ -87,11 +90,20 @@ async def call_tool(call: Call) -> Answer:
     return Answer(body, tool=tool.name)
 
 
-async def _run(call: Call, handler: Any, ctx: ToolContext, arguments: Any, deadline: float) -> Any:
+async def _run(
+    call: Call, tool_name: str, handler: Any, ctx: ToolContext, arguments: Any, deadline: float
+) -> Any:
+    # A handler is its record-store reads plus shaping: its time is reported as the tool's
+    # PostgreSQL call time (the dashboard's dependency panel), failed when the store failed.
+    started = time.perf_counter()
+    failed = True
     try:
         async with asyncio.timeout(deadline):
-            return await handler(ctx, arguments)
+            output = await handler(ctx, arguments)
+        failed = False
+        return output
     except ToolError:
+        failed = False  # an answer about the request (NOT_FOUND, …), not a store failure
         raise
     except (TimeoutError, asyncpg.QueryCanceledError) as err:
         raise DeadlineExceeded(
@@ -101,7 +113,7 @@ async def _run(call: Call, handler: Any, ctx: ToolContext, arguments: Any, deadl
     except _CONNECTION_ERRORS as err:
         log.warning(
             "tool %s: database unavailable: %r",
-            call.method,
+            tool_name,
             err,
             extra={"request_id": call.request_id},
         )
@@ -110,6 +122,8 @@ async def _run(call: Call, handler: Any, ctx: ToolContext, arguments: Any, deadl
             hint="Retry the same read shortly.",
             retry_after_seconds=1,
         ) from err
+    finally:
+        call.app[METRICS].db_call(tool_name, time.perf_counter() - started, failed)
 
 
 def _success(call: Call, structured: bytes) -> p.CallToolResult:
