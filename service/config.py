@@ -57,6 +57,7 @@ class Config:
     db_pool_max: int = 10
     log_level: str = "INFO"
     access_token_ttl_seconds: int = 300
+    drain_seconds: float = 5.0  # after SIGTERM: readiness fails, the listener serves on this long
     limits: Limits = field(default_factory=Limits)
 
     @property
@@ -115,6 +116,7 @@ class Config:
             db_pool_max=_parse(env, "ELOVA_DB_POOL_MAX", _positive_int, 10),
             log_level=_parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
             access_token_ttl_seconds=_parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
+            drain_seconds=_parse(env, "ELOVA_DRAIN_SECONDS", _non_negative_float, 5.0),
             limits=limits,
         )
 
@@ -160,6 +162,13 @@ def _millis(raw: str) -> float:
     if not 1 <= value <= 60_000:
         raise ValueError(f"expected milliseconds from 1 to 60000, got {raw!r}")
     return value / 1000
+
+
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"expected a number of seconds >= 0, got {raw!r}")
+    return value
 
 
 def _grace(raw: str) -> float:

@@ -127,8 +127,13 @@ async def drain(
     log.info("stopped", extra={"shutdown_seconds": round(time.perf_counter() - started, 3)})
 
 
-async def serve(app: web.Application, cfg: Config, *, drain_seconds: float = DRAIN_SECONDS) -> None:
-    """Run the main listener until SIGTERM/SIGINT, then drain (a second signal skips the wait)."""
+async def serve(app: web.Application, cfg: Config, *, drain_seconds: float | None = None) -> None:
+    """Run the main listener until SIGTERM/SIGINT, then drain (a second signal skips the wait).
+
+    The drain lasts ELOVA_DRAIN_SECONDS (cfg.drain_seconds) unless the caller says otherwise.
+    """
+    if drain_seconds is None:
+        drain_seconds = cfg.drain_seconds
     runner = web.AppRunner(
         app,
         access_log=None,  # service.logs writes the access line
