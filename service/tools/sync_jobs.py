@@ -24,7 +24,7 @@ WINDOW = 100
 class GetManySyncJobsParams(Params):
     workspaceId: UuidArg
     instanceId: UuidArg
-    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+    limit: LimitArg = 50
 
 
 class SyncJobOut(Output):

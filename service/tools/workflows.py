@@ -34,7 +34,7 @@ class GetManyWorkflowsParams(Params):
     workspaceId: UuidArg
     instanceId: UuidArg | msgspec.UnsetType = msgspec.UNSET
     lifecycle: Lifecycle = "current"
-    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+    limit: LimitArg = 50
     cursor: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)] | msgspec.UnsetType = (
         msgspec.UNSET
     )

@@ -27,7 +27,7 @@ _LIST_GENERATION = 0
 
 
 class GetManyWorkspacesParams(Params):
-    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+    limit: LimitArg = 50
     cursor: Annotated[str, msgspec.Meta(min_length=1, max_length=1024)] | msgspec.UnsetType = (
         msgspec.UNSET
     )
