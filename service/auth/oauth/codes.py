@@ -40,6 +40,13 @@ async def issue_code(
     conn: asyncpg.Connection, req: AuthorizationRequest, approval: Approval
 ) -> str:
     code = secrets.token_urlsafe(32)
+    # Housekeeping: codes of this approval that expired can never be redeemed, and are too
+    # old for a reuse to matter (the approval's later generation ignores them anyway).
+    await conn.execute(
+        "DELETE FROM authorization_codes WHERE approval_id = $1"
+        " AND expires_at <= now() - interval '1 hour'",
+        approval.id,
+    )
     await conn.execute(
         "INSERT INTO authorization_codes (code_hash, client_id, approval_id, generation,"
         " redirect_uri, code_challenge, resource, expires_at)"

@@ -69,7 +69,15 @@ async def start_session(
 ) -> None:
     """A new session (never a reused id: sign-in always mints a fresh one) in a cookie."""
     value = secrets.token_urlsafe(32)
-    await request.app[DB_POOL].execute(
+    pool = request.app[DB_POOL]
+    # Housekeeping on the way: the account's ended sessions are of no further use.
+    await pool.execute(
+        "DELETE FROM signin_sessions WHERE account_id = $1"
+        " AND (expires_at <= now() OR last_seen_at <= now() - $2::interval)",
+        account_id,
+        IDLE_TIMEOUT,
+    )
+    await pool.execute(
         "INSERT INTO signin_sessions (session_hash, account_id, csrf_token, expires_at)"
         " VALUES ($1, $2, $3, now() + $4)",
         _hash(value),
