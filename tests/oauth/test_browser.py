@@ -120,6 +120,7 @@ async def test_browser_flow_end_to_end(test_database: TestDatabase, callback: Ca
         async with Browser() as browser:
             await browser.get(authorize_url)
             assert "/signin" in await browser.url()
+            await browser.screenshot(ARTIFACTS / "oauth-signin-page.png")
             await browser.type("input[name=email]", account.email)
             await browser.type("input[name=password]", PASSWORD)
             await browser.click("button[type=submit]")
