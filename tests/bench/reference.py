@@ -1,0 +1,109 @@
+"""The two servers our service is measured against, each a process of its own:
+
+    python -m tests.bench.reference sdk  --port P --dsn DSN   # official Python SDK
+    python -m tests.bench.reference bare --port P --dsn DSN   # aiohttp + msgspec ceiling
+
+Both answer `get_many_executions` for a workspace (first page, `limit` rows) with the very
+statement our tool runs for that call (`service.tools.executions.page_query`), through an
+asyncpg pool of the same size, and shape rows with our `shape_row`. The SDK server is an
+`MCPServer` tool served by its streamable-HTTP transport in stateless JSON mode under
+uvicorn (no authorization, no limits: what a user would otherwise pick). The bare server
+is a plain aiohttp POST handler returning the rows encoded by msgspec: no MCP, no
+authorization, no limits — the least work that produces the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import msgspec
+from aiohttp import web
+
+from service.tools.executions import page_query, shape_row
+
+POOL_SIZE = 10
+_QUERY, _ = page_query({})
+
+
+class _Pool:
+    """One asyncpg pool, made on first use inside the server's own event loop."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.pool: asyncpg.Pool | None = None
+        self.lock = asyncio.Lock()
+
+    async def get(self) -> asyncpg.Pool:
+        if self.pool is None:
+            async with self.lock:
+                if self.pool is None:
+                    self.pool = await asyncpg.create_pool(
+                        self.dsn, min_size=POOL_SIZE, max_size=POOL_SIZE
+                    )
+        assert self.pool is not None
+        return self.pool
+
+
+async def _page(pools: _Pool, workspace_id: str, limit: int) -> list[Any]:
+    pool = await pools.get()
+    rows = await pool.fetch(_QUERY, UUID(workspace_id), limit + 1)
+    return [shape_row(r) for r in rows[:limit]]
+
+
+def run_sdk(port: int, dsn: str) -> None:
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    pools = _Pool(dsn)
+    server: MCPServer[Any] = MCPServer("elova-reference", log_level="WARNING")
+
+    @server.tool()
+    async def get_many_executions(workspaceId: str, limit: int = 50) -> dict[str, Any]:
+        """Retained executions of a workspace, newest first."""
+        rows = await _page(pools, workspaceId, limit)
+        return {"workspaceId": workspaceId, "executions": msgspec.to_builtins(rows)}
+
+    app = server.streamable_http_app(json_response=True, stateless_http=True, host="127.0.0.1")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    asyncio.run(uvicorn.Server(config).serve())
+
+
+class _Args(msgspec.Struct):
+    workspaceId: str
+    limit: int = 50
+
+
+def run_bare(port: int, dsn: str) -> None:
+    pools = _Pool(dsn)
+    decode = msgspec.json.Decoder(_Args).decode
+    encode = msgspec.json.Encoder().encode
+
+    async def handle(request: web.Request) -> web.Response:
+        args = decode(await request.read())
+        rows = await _page(pools, args.workspaceId, args.limit)
+        return web.Response(body=encode({"executions": rows}), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/executions", handle)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.reference")
+    parser.add_argument("kind", choices=("sdk", "bare"))
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--dsn", required=True)
+    args = parser.parse_args()
+    (run_sdk if args.kind == "sdk" else run_bare)(args.port, args.dsn)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The processes a benchmark runs: our service (`elova-mcp serve`, one replica), the two
+reference servers, and the load generator; plus the RSS sampler of a server process.
+
+Every server listens on a free 127.0.0.1 port, gets the same database pool size, logs only
+warnings (the measurement is of serving, not of logging), and is stopped with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from tests.bench.loadgen import Job, Request, Result
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL_SIZE = "10"
+BIG = "1000000000"
+# Limits raised so that admission never refuses, with Redis admission on: every call still
+# runs the admit and release scripts (SEMANTICS §7) — the cost is measured, not skipped.
+RAISED_LIMITS = {
+    "ELOVA_LIMIT_GLOBAL_CONCURRENCY": BIG,
+    "ELOVA_LIMIT_ACCOUNT_CONCURRENCY": BIG,
+    "ELOVA_LIMIT_APPROVAL_PER_MINUTE": BIG,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def service_env(dsn: str, port: int, redis_url: str, prefix: str, key_pem: bytes) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "ELOVA_DATABASE_URL": dsn,
+            "ELOVA_REDIS_URL": redis_url,
+            "ELOVA_REDIS_KEY_PREFIX": prefix,
+            "ELOVA_SIGNING_KEY": key_pem.decode(),
+            "ELOVA_HOST": "127.0.0.1",
+            "ELOVA_PORT": str(port),
+            "ELOVA_PUBLIC_URL": f"http://127.0.0.1:{port}",
+            "ELOVA_DB_POOL_MIN": POOL_SIZE,
+            "ELOVA_DB_POOL_MAX": POOL_SIZE,
+            "ELOVA_LOG_LEVEL": "WARNING",
+            **RAISED_LIMITS,
+        }
+    )
+    return env
+
+
+def _wait_listening(server: Server, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited: {server.log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{server.name} did not listen within {timeout}s")
+
+
+@contextmanager
+def running(
+    name: str, command: list[str], port: int, env: Mapping[str, str], logs: Path
+) -> Iterator[Server]:
+    log = logs / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=dict(env), stdout=out, stderr=out)
+    server = Server(name, port, process, log)
+    try:
+        _wait_listening(server)
+        yield server
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def load(job: Job) -> Result:
+    """Run the load generator as a process of its own and return its result."""
+    done = subprocess.run(
+        python("-m", "tests.bench.loadgen"),
+        cwd=ROOT,
+        input=msgspec.json.encode(job),
+        capture_output=True,
+        timeout=job.warmup_seconds + job.duration_seconds + 120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"load generator failed: {done.stderr.decode()[-2000:]}")
+    return msgspec.json.decode(done.stdout, type=Result)
+
+
+def job(port: int, requests: list[Request], **kw: object) -> Job:
+    return Job(host="127.0.0.1", port=port, requests=requests, **kw)  # type: ignore[arg-type]
+
+
+class RssSampler:
+    """Samples a process's resident set size (VmRSS) every 100 ms in a thread of its own,
+    while the load generator (a blocking subprocess call) runs."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def read(self) -> dict[str, int]:
+        values = {}
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                values[name] = int(rest.split()[0])
+        return values
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.peak_kib = max(self.peak_kib, self.read().get("VmRSS", 0))
+            except OSError:
+                return
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
