@@ -319,3 +319,13 @@ async def active_approvals(conn: asyncpg.Connection, account_id: uuid.UUID) -> l
         }
         for r in rows
     ]
+
+
+async def approval_client_id(
+    conn: asyncpg.Connection | asyncpg.Pool, approval_id: uuid.UUID
+) -> str:
+    """The OAuth client an approval belongs to (the `client_id` its refresh tokens need)."""
+    client_id = await conn.fetchval("SELECT client_id FROM approvals WHERE id = $1", approval_id)
+    if client_id is None:
+        raise ApprovalRefused("no such approval")
+    return str(client_id)

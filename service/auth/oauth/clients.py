@@ -69,12 +69,20 @@ def redirect_host(uri: str) -> str:
     return parts.netloc
 
 
-async def load_client(conn: asyncpg.Connection | asyncpg.Pool, client_id: str) -> Client | None:
-    """A client that can take part in the browser flow (dynamic registrations only)."""
+async def load_client(
+    conn: asyncpg.Connection | asyncpg.Pool, client_id: str, *, operator: bool = False
+) -> Client | None:
+    """A client that can take part in the browser flow (dynamic registrations only).
+
+    With `operator=True`, also the clients `elova-mcp approve` creates: they have no redirect
+    URI and registered only the refresh_token grant, so they can refresh, never authorize.
+    """
+    kinds = ["dynamic", "operator"] if operator else ["dynamic"]
     row = await conn.fetchrow(
         "SELECT client_id, client_name, redirect_uris, grant_types, scope FROM oauth_clients"
-        " WHERE client_id = $1 AND kind = 'dynamic'",
+        " WHERE client_id = $1 AND kind = ANY($2::text[])",
         client_id,
+        kinds,
     )
     if row is None:
         return None

@@ -67,7 +67,9 @@ async def token(request: web.Request) -> web.Response:
                 "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
             )
         async with app[DB_POOL].acquire() as conn:
-            client = await load_client(conn, client_id)
+            # Operator clients (from `elova-mcp approve`) may refresh: they registered only
+            # that grant, so the grant_types check below keeps them out of code exchange.
+            client = await load_client(conn, client_id, operator=grant_type == "refresh_token")
             if client is None:
                 raise OAuthError("invalid_client", "the client is not registered", status=401)
             if grant_type not in client.grant_types:
