@@ -80,7 +80,7 @@ async def run_demo(db: TestDatabase, data_dir: Path, port: int) -> AsyncIterator
         text = "".join(banner)
         url = re.search(r"MCP endpoint\s+(\S+)", text)
         token = re.search(r"export ELOVA_TOKEN=(\S+)", text)
-        refresh = re.search(r"Refresh token .*\n.*\n\s+(\S+)", text)
+        refresh = re.search(r"-d refresh_token=(\S+)", text)
         assert url and token and refresh, text
         yield Demo(text, url.group(1), token.group(1), refresh.group(1))
     finally:
@@ -173,6 +173,14 @@ async def test_run_demo_prints_a_working_token_and_serves(
         status, headers, _ = await _post_tool(http, demo.mcp_url, None, "get_many_workspaces")
         assert status == 401  # no token, no answer
         assert "resource_metadata=" in headers["WWW-Authenticate"]
+        # The printed refresh command works (and rotates: the pair it returns is new).
+        client_id = re.search(r"-d client_id=(\S+)", demo.banner)
+        assert client_id is not None
+        form = {"grant_type": "refresh_token", "client_id": client_id.group(1),
+                "refresh_token": demo.refresh_token}  # fmt: skip
+        async with http.post(f"{base}/token", data=form) as resp:
+            assert resp.status == 200, await resp.text()
+            assert (await resp.json())["refresh_token"] != demo.refresh_token
         renewed = await _printed_approve(demo.banner)
         assert renewed["expiresIn"] == 300
         fresh = Demo(demo.banner, demo.mcp_url, renewed["accessToken"], "")
