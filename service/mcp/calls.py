@@ -33,11 +33,15 @@ from service.tools.base import ToolContext
 log = logging.getLogger(__name__)
 
 # Failures of the connection to PostgreSQL (not of a query): the read can be retried.
+# A restart also shows as the server ending sessions (OperatorInterventionError: admin or
+# crash shutdown, cannot connect now) and as asyncpg's InternalClientError when the pool
+# resets a connection the server already dropped.
 _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InternalClientError,
     asyncpg.TooManyConnectionsError,
 )
 
