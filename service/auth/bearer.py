@@ -99,7 +99,14 @@ async def _load_caller(app: web.Application, claims: AccessClaims) -> Caller:
         async with asyncio.timeout(min(10.0, cfg.limits.request_deadline_seconds)):
             row = await app[DB_POOL].fetchrow(_APPROVAL_QUERY, claims.approval_id)
         failed = False
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+    except (
+        OSError,
+        TimeoutError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        # Raised when the pool resets a connection the server already dropped (a restart).
+        asyncpg.InternalClientError,
+    ) as err:
         log.warning("authorization store unavailable: %s", type(err).__name__)
         raise Unavailable(
             "Authorization is temporarily unavailable; retry shortly", retry_after_seconds=1

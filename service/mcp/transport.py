@@ -31,6 +31,15 @@ from service.mcp.versions import PROTOCOL_VERSION_HEADER, session_header_ok
 
 log = logging.getLogger(__name__)
 
+# The session store (PostgreSQL) failing: answered 503 + Retry-After. InternalClientError is
+# what asyncpg raises when the pool resets a connection a restarted server dropped.
+_STORE_ERRORS = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+
 ORIGIN = "Origin"
 HOST = "Host"
 ACCEPT = "Accept"
@@ -175,7 +184,7 @@ async def delete(request: web.Request) -> Answer:
         return session
     try:
         await request.app[SESSIONS].terminate(request.app[DB_POOL], session)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+    except _STORE_ERRORS:
         log.warning("session store unavailable", exc_info=True)
         return _refused(503, "Service Unavailable: retry shortly", headers={RETRY_AFTER: "1"})
     return Answer(b"", 204)
@@ -194,7 +203,7 @@ async def _open_session(
     try:
         if await sessions.is_terminated(request.app[DB_POOL], session):
             return _session_not_found(request_id)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+    except _STORE_ERRORS:
         log.warning("session store unavailable", exc_info=True)
         return _refused(503, "Service Unavailable: retry shortly", request_id, {RETRY_AFTER: "1"})
     header_version = request.headers.get(PROTOCOL_VERSION_HEADER)
