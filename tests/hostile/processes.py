@@ -121,9 +121,16 @@ class Replicas:
     """`elova-mcp serve` processes sharing one configuration; each can be signalled alone."""
 
     def __init__(
-        self, database_url: str, *, replicas: int = 1, env: Mapping[str, str | None] | None = None
+        self,
+        database_url: str,
+        *,
+        replicas: int = 1,
+        env: Mapping[str, str | None] | None = None,
+        metrics: bool = False,
     ) -> None:
         self.ports = [free_port() for _ in range(replicas)]
+        # With `metrics`, each replica gets its own /metrics listener.
+        self.metrics_ports = [free_port() for _ in range(replicas)] if metrics else []
         self.env = server_env(database_url, ports=self.ports, env=env)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
@@ -137,11 +144,13 @@ class Replicas:
         command = [str(script), "serve"]
         if not script.exists():
             command = [sys.executable, "-m", "service", "serve"]
-        for port in self.ports:
+        for i, port in enumerate(self.ports):
             fd, name = tempfile.mkstemp(prefix=f"elova-hostile-{port}-", suffix=".log")
             self.logs.append(Path(name))
             with os.fdopen(fd, "wb") as out:
                 env = {**base, **self.env, "ELOVA_PORT": str(port)}
+                if self.metrics_ports:
+                    env["ELOVA_METRICS_PORT"] = str(self.metrics_ports[i])
                 self.procs.append(
                     subprocess.Popen(
                         command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT

@@ -41,6 +41,8 @@ class _Response(Protocol):
 class _Poster(Protocol):
     def post(self, url: str, *, data: bytes, headers: dict[str, str]) -> Any: ...
 
+    def delete(self, url: str, *, headers: dict[str, str]) -> Any: ...
+
 
 @dataclass
 class Reply:

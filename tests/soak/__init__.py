@@ -1,0 +1,1 @@
+"""The soak run (`python -m tests.soak`, `make soak`): not collected by `make test`."""
