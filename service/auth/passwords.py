@@ -16,6 +16,8 @@ import hmac
 import os
 import re
 
+from service.crypto import b64url
+
 _N, _R, _P = 2**14, 8, 1  # ~16 MiB, tens of milliseconds a hash
 _SALT_BYTES = 16
 _KEY_BYTES = 32
@@ -24,10 +26,6 @@ _FORMAT = re.compile(
     r"^scrypt\$n=(?P<n>\d{1,8}),r=(?P<r>\d{1,2}),p=(?P<p>\d{1,2})"
     r"\$(?P<salt>[A-Za-z0-9_-]+)\$(?P<key>[A-Za-z0-9_-]+)\Z"
 )
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
@@ -43,7 +41,7 @@ def _derive(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
 def hash_password(password: str) -> str:
     salt = os.urandom(_SALT_BYTES)
     key = _derive(password, salt, _N, _R, _P)
-    return f"scrypt$n={_N},r={_R},p={_P}${_b64(salt)}${_b64(key)}"
+    return f"scrypt$n={_N},r={_R},p={_P}${b64url(salt)}${b64url(key)}"
 
 
 def verify_password(password: str, stored: str | None) -> bool:

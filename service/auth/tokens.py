@@ -10,7 +10,6 @@ exactly. Keys from a rotation stay here verification-only until their tokens hav
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import secrets
@@ -25,6 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from service.config import Config
+from service.crypto import b64url
 from service.errors import AuthError
 
 MAX_ACCESS_TOKEN_SECONDS = 300
@@ -71,22 +71,18 @@ class _Key:
     jwk: dict[str, str]
 
 
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
 def _public_jwk(public: PublicKey) -> tuple[str, dict[str, str]]:
     """(alg, the key's required JWK members) for an Ed25519 or P-256 public key."""
     if isinstance(public, ed25519.Ed25519PublicKey):
         raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        return "EdDSA", {"crv": "Ed25519", "kty": "OKP", "x": _b64(raw)}
+        return "EdDSA", {"crv": "Ed25519", "kty": "OKP", "x": b64url(raw)}
     if isinstance(public.curve, ec.SECP256R1):
         nums = public.public_numbers()
         return "ES256", {
             "crv": "P-256",
             "kty": "EC",
-            "x": _b64(nums.x.to_bytes(32, "big")),
-            "y": _b64(nums.y.to_bytes(32, "big")),
+            "x": b64url(nums.x.to_bytes(32, "big")),
+            "y": b64url(nums.y.to_bytes(32, "big")),
         }
     raise ValueError("signing keys must be Ed25519 or EC P-256")
 
@@ -94,7 +90,7 @@ def _public_jwk(public: PublicKey) -> tuple[str, dict[str, str]]:
 def jwk_thumbprint(members: dict[str, str]) -> str:
     """RFC 7638: SHA-256 over the required members, sorted, without whitespace."""
     canonical = json.dumps(members, sort_keys=True, separators=(",", ":"))
-    return _b64(hashlib.sha256(canonical.encode("utf-8")).digest())
+    return b64url(hashlib.sha256(canonical.encode("utf-8")).digest())
 
 
 def _load(pem: bytes) -> tuple[PrivateKey, _Key]:
@@ -174,7 +170,7 @@ class TokenService:
             "iat": iat,
             "nbf": iat,
             "exp": exp,
-            "jti": _b64(secrets.token_bytes(16)),
+            "jti": b64url(secrets.token_bytes(16)),
         }
         headers = {"kid": self._current.kid, "typ": TOKEN_TYPE}
         token = jwt.encode(claims, self._private, algorithm=self._current.alg, headers=headers)

@@ -14,11 +14,9 @@ everywhere until it would have expired anyway.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import os
-import re
 import struct
 import time
 from collections.abc import Sequence
@@ -27,22 +25,19 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 import asyncpg
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from service.crypto import b64url, b64url_strict, derive_key, key_id
 from service.mcp.versions import SESSION_VERSIONS
 
 SESSION_TTL_SECONDS = 24 * 3600
 _FORMAT = 1
 _BODY = struct.Struct(">B4sB16sI8s")
 _MAC_LEN = 16
-_B64URL = re.compile(r"^[A-Za-z0-9_-]{1,200}\Z")
+_MAX_ID_CHARS = 200  # far above a real id; longer header values are not even decoded
 
 
 def derive_session_key(signing_key_pem: bytes) -> bytes:
-    return HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"elova-mcp session", info=b"session key v1"
-    ).derive(signing_key_pem)
+    return derive_key(signing_key_pem, "session")
 
 
 @dataclass(frozen=True)
@@ -61,9 +56,9 @@ class SessionStore:
     def __init__(
         self, current: bytes, previous: Sequence[bytes] = (), ttl_seconds: int = SESSION_TTL_SECONDS
     ) -> None:
-        self._current_id = _key_id(current)
+        self._current_id = key_id(current)
         self._current = current
-        self._keys = {_key_id(k): k for k in (*previous, current)}
+        self._keys = {key_id(k): k for k in (*previous, current)}
         self.ttl_seconds = ttl_seconds
 
     def issue(self, protocol_version: str, approval_id: UUID, now: float | None = None) -> str:
@@ -77,13 +72,13 @@ class SessionStore:
             os.urandom(8),
         )
         mac = hmac.new(self._current, body, hashlib.sha256).digest()[:_MAC_LEN]
-        return base64.urlsafe_b64encode(body + mac).rstrip(b"=").decode("ascii")
+        return b64url(body + mac)
 
     def verify(
         self, session_id: str, approval_id: UUID, now: float | None = None
     ) -> Session | None:
         """The session this id names for this approval, or None (forged, expired, foreign)."""
-        raw = _strict_b64(session_id)
+        raw = b64url_strict(session_id) if len(session_id) <= _MAX_ID_CHARS else None
         if raw is None or len(raw) != _BODY.size + _MAC_LEN:
             return None
         body, mac = raw[: _BODY.size], raw[_BODY.size :]
@@ -120,16 +115,3 @@ class SessionStore:
                        SELECT session_digest FROM mcp_terminated_sessions
                        WHERE expires_at < now() LIMIT 100)"""
             )
-
-
-def _key_id(key: bytes) -> bytes:
-    return hashlib.sha256(b"kid" + key).digest()[:4]
-
-
-def _strict_b64(text: str) -> bytes | None:
-    if not _B64URL.match(text) or len(text) % 4 == 1:
-        return None
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
-        return None
-    return raw

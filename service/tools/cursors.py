@@ -16,24 +16,19 @@ them; previous signing keys keep their cursors readable during a rotation.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from service.auth.caller import Caller
+from service.crypto import b64url, b64url_strict, derive_key, key_id
 from service.errors import CursorStale, ValidationError
 
 _VERSION = 1
-_B64URL = re.compile(r"^[A-Za-z0-9_-]+\Z")
 _HINT = "Send nextCursor exactly as returned, with the same tool, filters and limit."
 
 
@@ -47,20 +42,14 @@ _decode_state = msgspec.msgpack.Decoder(CursorState).decode
 
 
 def derive_cursor_key(signing_key_pem: bytes) -> bytes:
-    return HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"elova-mcp cursor", info=b"cursor key v1"
-    ).derive(signing_key_pem)
+    return derive_key(signing_key_pem, "cursor")
 
 
 class CursorCodec:
     def __init__(self, current: bytes, previous: Sequence[bytes] = ()) -> None:
-        self._current_id = self._key_id(current)
+        self._current_id = key_id(current)
         self._current = AESGCM(current)
-        self._keys = {self._key_id(k): AESGCM(k) for k in (*previous, current)}
-
-    @staticmethod
-    def _key_id(key: bytes) -> bytes:
-        return hashlib.sha256(b"kid" + key).digest()[:4]
+        self._keys = {key_id(k): AESGCM(k) for k in (*previous, current)}
 
     @staticmethod
     def binding(tool: str, caller: Caller, filters: Sequence[Any], limit: int) -> bytes:
@@ -83,11 +72,11 @@ class CursorCodec:
         payload = _encode(CursorState(read_generation, list(position)))
         sealed = self._current.encrypt(nonce, payload, binding)
         raw = bytes([_VERSION]) + self._current_id + nonce + sealed
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        return b64url(raw)
 
     def open(self, cursor: str, binding: bytes) -> CursorState:
         """Authenticate a cursor under this binding, or raise VALIDATION_ERROR."""
-        raw = _strict_b64(cursor)
+        raw = b64url_strict(cursor)
         if raw is None or len(raw) < 1 + 4 + 12 + 16 or raw[0] != _VERSION:
             raise ValidationError("`cursor` is not a cursor this tool issued.", hint=_HINT)
         key = self._keys.get(raw[1:5])
@@ -107,13 +96,3 @@ class CursorCodec:
 def check_fresh(state: CursorState, read_generation: int) -> None:
     if state.read_generation != read_generation:
         raise CursorStale()
-
-
-def _strict_b64(text: str) -> bytes | None:
-    """Decode only the exact text this codec emits: re-encoding must give the same string."""
-    if not _B64URL.match(text) or len(text) % 4 == 1:
-        return None
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != text:
-        return None
-    return raw

@@ -9,7 +9,6 @@ may be in an attacker's hands), unless the approval was re-approved since.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import re
@@ -22,6 +21,7 @@ from service.auth.approvals import Approval, IssuedTokens, issue_tokens, revoke_
 from service.auth.oauth.requests import AuthorizationRequest, same_resource
 from service.auth.oauth.responses import OAuthError
 from service.auth.tokens import TokenService
+from service.crypto import b64url
 
 CODE_LIFETIME = timedelta(seconds=60)
 _VERIFIER = re.compile(r"[A-Za-z0-9\-._~]{43,128}")
@@ -32,8 +32,7 @@ def _hash(code: str) -> bytes:
 
 
 def s256(verifier: str) -> str:
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    return b64url(hashlib.sha256(verifier.encode("ascii")).digest())
 
 
 async def issue_code(
