@@ -187,6 +187,20 @@ async def grant_approval(
     )
 
 
+def locked_approval(row: asyncpg.Record) -> Approval:
+    """The approval a row of `LOCKED_APPROVAL_COLUMNS` stands for, enough to issue its tokens
+    (its workspaces are not read: tokens do not carry them)."""
+    return Approval(
+        id=row["id"],
+        account_id=row["account_id"],
+        client_id=row["client_id"],
+        generation=row["generation"],
+        scopes=tuple(row["scopes"]),
+        expires_at=row["expires_at"],
+        workspace_ids=(),
+    )
+
+
 async def issue_tokens(
     conn: asyncpg.Connection, tokens: TokenService, approval: Approval
 ) -> IssuedTokens:
@@ -211,11 +225,14 @@ async def issue_tokens(
     return IssuedTokens(approval.id, access, refresh, expires_in, " ".join(approval.scopes))
 
 
-_LOCK_APPROVAL_OF_TOKEN = """
-    SELECT a.id, a.account_id, a.client_id, a.generation, a.scopes, a.expires_at,
-           a.revoked_at IS NOT NULL AS revoked, a.expires_at <= now() AS expired
-      FROM approvals a
-     WHERE a.id = (SELECT approval_id FROM refresh_tokens WHERE token_hash = $1)
+# What redeeming a grant (refresh token here, authorization code in oauth/codes.py) reads
+# from the approval row it locks: `locked_approval` turns such a row into an Approval.
+LOCKED_APPROVAL_COLUMNS = """id, account_id, client_id, generation, scopes, expires_at,
+           revoked_at IS NOT NULL AS revoked, expires_at <= now() AS expired"""
+_LOCK_APPROVAL_OF_TOKEN = f"""
+    SELECT {LOCKED_APPROVAL_COLUMNS}
+      FROM approvals
+     WHERE id = (SELECT approval_id FROM refresh_tokens WHERE token_hash = $1)
        FOR UPDATE
 """
 _TOKEN_STATE = """
@@ -263,19 +280,7 @@ async def rotate_refresh_token(
             await conn.execute(
                 "UPDATE refresh_tokens SET used_at = now() WHERE token_hash = $1", digest
             )
-            issued = await issue_tokens(
-                conn,
-                tokens,
-                Approval(
-                    id=approval["id"],
-                    account_id=approval["account_id"],
-                    client_id=approval["client_id"],
-                    generation=approval["generation"],
-                    scopes=tuple(approval["scopes"]),
-                    expires_at=approval["expires_at"],
-                    workspace_ids=(),
-                ),
-            )
+            issued = await issue_tokens(conn, tokens, locked_approval(approval))
     # Raised after the commit: a reuse must leave the approval revoked.
     if refusal is not None:
         raise refusal

@@ -17,7 +17,14 @@ from datetime import timedelta
 
 import asyncpg
 
-from service.auth.approvals import Approval, IssuedTokens, issue_tokens, revoke_approval
+from service.auth.approvals import (
+    LOCKED_APPROVAL_COLUMNS,
+    Approval,
+    IssuedTokens,
+    issue_tokens,
+    locked_approval,
+    revoke_approval,
+)
 from service.auth.oauth.requests import AuthorizationRequest, same_resource
 from service.auth.oauth.responses import OAuthError
 from service.auth.tokens import TokenService
@@ -71,11 +78,7 @@ _LOCK_CODE = """
            used_at IS NOT NULL AS used, expires_at <= now() AS expired
       FROM authorization_codes WHERE code_hash = $1 FOR UPDATE
 """
-_LOCK_APPROVAL = """
-    SELECT id, account_id, client_id, generation, scopes, expires_at,
-           revoked_at IS NOT NULL AS revoked, expires_at <= now() AS expired
-      FROM approvals WHERE id = $1 FOR UPDATE
-"""
+_LOCK_APPROVAL = f"SELECT {LOCKED_APPROVAL_COLUMNS} FROM approvals WHERE id = $1 FOR UPDATE"
 
 
 async def redeem_code(
@@ -124,19 +127,7 @@ async def redeem_code(
             await conn.execute(
                 "UPDATE authorization_codes SET used_at = now() WHERE code_hash = $1", _hash(code)
             )
-            issued = await issue_tokens(
-                conn,
-                tokens,
-                Approval(
-                    id=approval["id"],
-                    account_id=approval["account_id"],
-                    client_id=approval["client_id"],
-                    generation=approval["generation"],
-                    scopes=tuple(approval["scopes"]),
-                    expires_at=approval["expires_at"],
-                    workspace_ids=(),
-                ),
-            )
+            issued = await issue_tokens(conn, tokens, locked_approval(approval))
     # Raised after the commit: a reused code must leave its approval revoked.
     if refusal is not None:
         raise refusal
