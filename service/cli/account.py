@@ -22,6 +22,7 @@ import asyncpg
 import msgspec
 
 from service.auth.passwords import hash_password
+from service.cli.common import Refused, refuse, run_on_database
 from service.config import Config
 
 _PROG = "elova-mcp account"
@@ -31,7 +32,7 @@ MAX_EMAIL_LENGTH = 320
 MAX_NAME_LENGTH = 200
 
 
-class AccountRefused(Exception):
+class AccountRefused(Refused):
     pass
 
 
@@ -126,33 +127,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         password = read_password()
     except AccountRefused as err:
-        sys.stderr.write(f"{_PROG}: {err}\n")
-        return 1
-    return asyncio.run(_run(cfg, args, password))
+        return refuse(_PROG, str(err))
 
-
-async def _run(cfg: Config, args: argparse.Namespace, password: str) -> int:
-    try:
-        conn = await asyncpg.connect(cfg.database_url)
-    except (OSError, asyncpg.PostgresError) as err:
-        sys.stderr.write(f"{_PROG}: cannot reach PostgreSQL: {err}\n")
-        return 1
-    try:
+    async def command(conn: asyncpg.Connection) -> str:
         if args.action == "create":
             out = await create_account(conn, args.email, args.name, password)
         else:
             async with conn.transaction():
                 out = await set_password(conn, args.email, password)
-    except AccountRefused as err:
-        sys.stderr.write(f"{_PROG}: {err}\n")
-        return 1
-    except asyncpg.UndefinedTableError:
-        sys.stderr.write(f"{_PROG}: the database has no schema yet; run `elova-mcp migrate`\n")
-        return 1
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
-        sys.stderr.write(f"{_PROG}: database error: {type(err).__name__}\n")
-        return 1
-    finally:
-        await conn.close()
-    sys.stdout.write(msgspec.json.encode(out).decode() + "\n")
-    return 0
+        return msgspec.json.encode(out).decode()
+
+    return asyncio.run(run_on_database(_PROG, cfg.database_url, command))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from service.auth.approvals import (
 )
 from service.auth.caller import ALL_SCOPES
 from service.auth.tokens import TokenService
+from service.cli.common import refuse, run_on_database
 from service.config import Config
 
 DEFAULT_CLIENT_NAME = "elova-mcp approve"
@@ -135,34 +135,16 @@ async def _approve(
 
 def run(args: argparse.Namespace) -> int:
     if not args.revoke and not args.account:
-        sys.stderr.write(f"{_PROG}: --account is required\n")
-        return 2
+        return refuse(_PROG, "--account is required", status=2)
     # Listing and revoking sign nothing, so they work without the signing key.
     cfg = Config.from_env(need_key=not (args.revoke or args.list))
-    return asyncio.run(_run(cfg, args))
 
+    async def command(conn: asyncpg.Connection) -> str:
+        return msgspec.json.encode(await _command(conn, cfg, args)).decode()
 
-async def _run(cfg: Config, args: argparse.Namespace) -> int:
-    try:
-        conn = await asyncpg.connect(cfg.database_url)
-    except (OSError, asyncpg.PostgresError) as err:
-        sys.stderr.write(f"{_PROG}: cannot reach PostgreSQL: {err}\n")
-        return 1
-    try:
-        out = await _command(conn, cfg, args)
-    except ApprovalRefused as err:
-        sys.stderr.write(f"{_PROG}: {err.message}\n")
-        return 1
-    except asyncpg.UndefinedTableError:
-        sys.stderr.write(f"{_PROG}: the database has no schema yet; run `elova-mcp migrate`\n")
-        return 1
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
-        sys.stderr.write(f"{_PROG}: database error: {type(err).__name__}\n")
-        return 1
-    finally:
-        await conn.close()
-    sys.stdout.write(msgspec.json.encode(out).decode() + "\n")
-    return 0
+    return asyncio.run(
+        run_on_database(_PROG, cfg.database_url, command, refusals=(ApprovalRefused,))
+    )
 
 
 async def _command(conn: asyncpg.Connection, cfg: Config, args: argparse.Namespace) -> Any:

@@ -12,6 +12,7 @@ import sys
 
 import asyncpg
 
+from service.cli.common import Refused, refuse, run_on_database
 from service.config import Config
 from service.store.loading import LoadError
 from service.store.snapshot import load_snapshot
@@ -33,29 +34,18 @@ def run(args: argparse.Namespace) -> int:
             with open(args.file, "rb") as handle:
                 document = handle.read()
     except OSError as err:
-        sys.stderr.write(f"{_PROG}: cannot read {args.file}: {err.strerror or err}\n")
-        return 1
-    return asyncio.run(_run(cfg.database_url, args.file, document))
+        return refuse(_PROG, f"cannot read {args.file}: {err.strerror or err}")
+    name = args.file
 
+    async def command(conn: asyncpg.Connection) -> str:
+        try:
+            report = await load_snapshot(conn, document)
+        except LoadError as err:
+            raise Refused(f"{name}: {err} (nothing was changed)") from err
+        except asyncpg.UndefinedTableError:
+            raise  # answered like every command's missing schema
+        except asyncpg.PostgresError as err:
+            raise Refused(f"{name}: the database refused the load: {err}") from err
+        return f"{name}: {report.summary()}"
 
-async def _run(dsn: str, name: str, document: bytes) -> int:
-    try:
-        conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError) as err:
-        sys.stderr.write(f"{_PROG}: cannot reach PostgreSQL: {err}\n")
-        return 1
-    try:
-        report = await load_snapshot(conn, document)
-    except LoadError as err:
-        sys.stderr.write(f"{_PROG}: {name}: {err} (nothing was changed)\n")
-        return 1
-    except asyncpg.UndefinedTableError:
-        sys.stderr.write(f"{_PROG}: the database has no schema; run `elova-mcp migrate`\n")
-        return 1
-    except asyncpg.PostgresError as err:
-        sys.stderr.write(f"{_PROG}: {name}: the database refused the load: {err}\n")
-        return 1
-    finally:
-        await conn.close()
-    sys.stdout.write(f"{name}: {report.summary()}\n")
-    return 0
+    return asyncio.run(run_on_database(_PROG, cfg.database_url, command))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
 import asyncpg
 
+from service.cli.common import run_on_database
 from service.config import Config
 from service.store.migrate import MigrationError, migrate
+
+_PROG = "elova-mcp migrate"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,21 +20,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     cfg = Config.from_env(need_key=False)
-    return asyncio.run(_run(cfg.database_url))
 
-
-async def _run(dsn: str) -> int:
-    try:
-        conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError) as err:
-        print(f"elova-mcp migrate: cannot reach PostgreSQL: {err}", file=sys.stderr)
-        return 1
-    try:
+    async def command(conn: asyncpg.Connection) -> str:
         applied = await migrate(conn)
-    except MigrationError as err:
-        print(f"elova-mcp migrate: {err}", file=sys.stderr)
-        return 1
-    finally:
-        await conn.close()
-    print("applied: " + ", ".join(applied) if applied else "database is up to date")
-    return 0
+        return "applied: " + ", ".join(applied) if applied else "database is up to date"
+
+    return asyncio.run(
+        run_on_database(_PROG, cfg.database_url, command, refusals=(MigrationError,))
+    )

@@ -1,0 +1,58 @@
+"""What the database commands (migrate, load, approve, account) share; not a command itself.
+
+Each of them opens one PostgreSQL connection for its run, prints its result on stdout, and
+answers every failure with exit status 1 and one line `<command>: <reason>` on stderr,
+never a traceback:
+
+    cannot connect             cannot reach PostgreSQL: <the driver's reason>
+    a refusal the command names  its message, for a person
+    no tables yet              the database has no schema yet; run `elova-mcp migrate`
+    any other database error   database error: <its type> (no SQL, no values)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+
+NO_SCHEMA = "the database has no schema yet; run `elova-mcp migrate`"
+
+
+class Refused(Exception):
+    """A command's refusal, its message written for a person."""
+
+
+def refuse(prog: str, message: str, status: int = 1) -> int:
+    """Say why on stderr; the exit status to return."""
+    sys.stderr.write(f"{prog}: {message}\n")
+    return status
+
+
+async def run_on_database(
+    prog: str,
+    dsn: str,
+    command: Callable[[asyncpg.Connection], Awaitable[str]],
+    *,
+    refusals: tuple[type[Exception], ...] = (),
+) -> int:
+    """Run `command` on a fresh connection and print the text it returns. A `Refused`, or an
+    exception of a `refusals` type, prints its message as is."""
+    refused: tuple[type[Exception], ...] = (Refused, *refusals)
+    try:
+        conn = await asyncpg.connect(dsn)
+    except (OSError, asyncpg.PostgresError) as err:
+        return refuse(prog, f"cannot reach PostgreSQL: {err}")
+    try:
+        out = await command(conn)
+    except refused as err:
+        return refuse(prog, str(err))
+    except asyncpg.UndefinedTableError:
+        return refuse(prog, NO_SCHEMA)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+        return refuse(prog, f"database error: {type(err).__name__}")
+    finally:
+        await conn.close()
+    sys.stdout.write(out + "\n")
+    return 0
