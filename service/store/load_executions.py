@@ -3,7 +3,8 @@
 `load_executions` validates every record (msgspec), sanitises its strings, bounds its
 history report (service/tools/history.py), checks its references (the instance exists; the
 workflow is null or one of the same instance) and upserts all of them by id in one
-statement fed by COPY. It must run inside the snapshot's transaction, after workflows.
+statement fed by COPY, which also moves the statistics rollups by the difference
+(service/store/rollups.py). It must run inside the snapshot's transaction, after workflows.
 `refresh_workflow_summaries` recomputes the costMedian inputs of the workflows concerned.
 """
 
@@ -20,6 +21,7 @@ import msgspec
 
 from service.store.decoding import check_id, decode_records, label, unique_ids
 from service.store.loading import LoadError
+from service.store.rollups import upsert_with_rollups
 from service.tools.history import HistoryIn, bound_history
 from service.tools.shaping import MAX_FRACTION_DIGITS, sanitize_name
 
@@ -156,7 +158,8 @@ async def load_executions(
         await conn.copy_records_to_table("load_executions_stage", records=rows, columns=_COLUMNS)
         await _check_references(conn)
         previous = {r[0] for r in await conn.fetch(_PREVIOUS_WORKFLOWS)}
-        await conn.execute(_UPSERT)
+        # The same statement moves the statistics rollups by the difference (0005).
+        await upsert_with_rollups(conn, _UPSERT, "load_executions_stage")
         if refresh_summaries:
             current = {r[0] for r in await conn.fetch(_NEW_WORKFLOWS)}
             await refresh_workflow_summaries(conn, previous | current)
