@@ -26,7 +26,7 @@ from tests.hostile.world import World, build_world
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 
-EXAMPLES = int(os.environ.get("ELOVA_HOSTILE_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("ELOVA_HOSTILE_EXAMPLES", "150"))
 # The app fixture is shared by every example on purpose: the server must stay healthy
 # across all of them, so the function-scoped fixture health check does not apply.
 FUZZ = settings(
