@@ -104,6 +104,9 @@ async def register(request: web.Request) -> web.Response:
             raise _bad(f"malformed client metadata: {err}") from None
         except msgspec.DecodeError:
             raise _bad("the request body is not a JSON object") from None
+        except RecursionError:
+            # Deep nesting (within the 32 KiB body) must be a 400, not a 500.
+            raise _bad("the client metadata is nested too deeply") from None
         uris, name, scope = _check(req)
     except OAuthError as err:
         return error_response(err)
