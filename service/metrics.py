@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import platform
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from importlib import metadata
 
 from aiohttp import web
@@ -135,125 +135,104 @@ class Metrics:
         self.registry = CollectorRegistry()
         reg = self.registry
         self.listen_port: int | None = None  # the bound /metrics port once listening
-        self.requests = Counter(
-            f"{PREFIX}_requests_total",
+
+        # Every metric is named `elova_mcp_<name>` and lives in this app's registry only.
+        def counter(name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
+            return Counter(f"{PREFIX}_{name}", doc, labels, registry=reg)
+
+        def gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Gauge:
+            return Gauge(f"{PREFIX}_{name}", doc, labels, registry=reg)
+
+        def histogram(
+            name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
+        ) -> Histogram:
+            return Histogram(f"{PREFIX}_{name}", doc, labels, buckets=buckets, registry=reg)
+
+        self.requests = counter(
+            "requests_total",
             "JSON-RPC requests answered, by MCP method, tool, outcome and tool error code.",
             ("method", "tool", "outcome", "error_code"),
-            registry=reg,
         )
-        self.latency = Histogram(
-            f"{PREFIX}_request_duration_seconds",
+        self.latency = histogram(
+            "request_duration_seconds",
             "Time from receiving a JSON-RPC request to its answer, by MCP method and tool.",
+            LATENCY_BUCKETS,
             ("method", "tool"),
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
         )
-        self.response_size = Histogram(
-            f"{PREFIX}_response_size_bytes",
+        self.response_size = histogram(
+            "response_size_bytes",
             "Size of JSON-RPC answers in bytes, by MCP method and tool.",
+            SIZE_BUCKETS,
             ("method", "tool"),
-            buckets=SIZE_BUCKETS,
-            registry=reg,
         )
-        self.refusals = Counter(
-            f"{PREFIX}_limit_refusals_total",
+        self.refusals = counter(
+            "limit_refusals_total",
             "Requests refused with HTTP 429, by the limit that refused them.",
             ("limit",),
-            registry=reg,
         )
-        self.inflight = Gauge(
-            f"{PREFIX}_inflight_requests",
-            "Admitted requests being served by this process.",
-            registry=reg,
+        self.inflight = gauge(
+            "inflight_requests", "Admitted requests being served by this process."
         )
-        self.concurrency_limit = Gauge(
-            f"{PREFIX}_limit_concurrency_requests",
+        self.concurrency_limit = gauge(
+            "limit_concurrency_requests",
             "Configured concurrency caps: global (all replicas with Redis) and per account.",
             ("limit",),
-            registry=reg,
         )
-        self.rate_limit = Gauge(
-            f"{PREFIX}_limit_rate_requests_per_second",
+        self.rate_limit = gauge(
+            "limit_rate_requests_per_second",
             "Configured request-rate budgets, converted to requests per second.",
             ("limit",),
-            registry=reg,
         )
-        self.deadline = Gauge(
-            f"{PREFIX}_limit_request_deadline_seconds",
-            "Configured request deadline.",
-            registry=reg,
+        self.deadline = gauge("limit_request_deadline_seconds", "Configured request deadline.")
+        self.max_response = gauge(
+            "limit_response_size_bytes", "Configured bound on the size of one response."
         )
-        self.max_response = Gauge(
-            f"{PREFIX}_limit_response_size_bytes",
-            "Configured bound on the size of one response.",
-            registry=reg,
-        )
-        self.degraded = Gauge(
-            f"{PREFIX}_limiter_degraded",
+        self.degraded = gauge(
+            "limiter_degraded",
             "1 while shared (Redis) limits are unavailable and per-process limits apply.",
-            registry=reg,
         )
-        self.auth_failures = Counter(
-            f"{PREFIX}_auth_failures_total",
+        self.auth_failures = counter(
+            "auth_failures_total",
             "Requests refused by the bearer check (401/403), by reason.",
             ("reason",),
-            registry=reg,
         )
-        self.tokens = Counter(
-            f"{PREFIX}_tokens_issued_total",
-            "Access tokens issued, by grant.",
-            ("grant",),
-            registry=reg,
-        )
-        self.db_latency = Histogram(
-            f"{PREFIX}_db_call_duration_seconds",
+        self.tokens = counter("tokens_issued_total", "Access tokens issued, by grant.", ("grant",))
+        self.db_latency = histogram(
+            "db_call_duration_seconds",
             "PostgreSQL call latency, by operation.",
+            DEPENDENCY_BUCKETS,
             ("operation",),
-            buckets=DEPENDENCY_BUCKETS,
-            registry=reg,
         )
-        self.db_errors = Counter(
-            f"{PREFIX}_db_call_errors_total",
-            "PostgreSQL calls that failed, by operation.",
-            ("operation",),
-            registry=reg,
+        self.db_errors = counter(
+            "db_call_errors_total", "PostgreSQL calls that failed, by operation.", ("operation",)
         )
-        self.redis_latency = Histogram(
-            f"{PREFIX}_redis_call_duration_seconds",
+        self.redis_latency = histogram(
+            "redis_call_duration_seconds",
             "Redis call latency, by operation.",
+            DEPENDENCY_BUCKETS,
             ("operation",),
-            buckets=DEPENDENCY_BUCKETS,
-            registry=reg,
         )
-        self.redis_errors = Counter(
-            f"{PREFIX}_redis_call_errors_total",
-            "Redis calls that failed, by operation.",
-            ("operation",),
-            registry=reg,
+        self.redis_errors = counter(
+            "redis_call_errors_total", "Redis calls that failed, by operation.", ("operation",)
         )
-        self.http_requests = Counter(
-            f"{PREFIX}_http_requests_total",
+        self.http_requests = counter(
+            "http_requests_total",
             "HTTP requests on the main listener, by route template, method and status.",
             ("route", "method", "status"),
-            registry=reg,
         )
-        self.http_latency = Histogram(
-            f"{PREFIX}_http_request_duration_seconds",
+        self.http_latency = histogram(
+            "http_request_duration_seconds",
             "HTTP request latency on the main listener, by route template.",
+            LATENCY_BUCKETS,
             ("route",),
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
         )
-        self.draining = Gauge(
-            f"{PREFIX}_draining",
-            "1 once shutdown started: readiness fails, in-flight requests finish.",
-            registry=reg,
+        self.draining = gauge(
+            "draining", "1 once shutdown started: readiness fails, in-flight requests finish."
         )
-        self.loop_lag = Histogram(
-            f"{PREFIX}_event_loop_lag_seconds",
+        self.loop_lag = histogram(
+            "event_loop_lag_seconds",
             "How late the event loop runs a timer: CPU saturation of this process.",
-            buckets=LOOP_LAG_BUCKETS,
-            registry=reg,
+            LOOP_LAG_BUCKETS,
         )
         Info(f"{PREFIX}_build", "Version of the running service.", registry=reg).info(
             {"version": _version(), "python_version": platform.python_version()}
