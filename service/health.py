@@ -15,6 +15,7 @@ import asyncio
 import logging
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -59,34 +60,34 @@ async def _check_postgresql(app: web.Application) -> str:
     pool = app.get(DB_POOL)
     if pool is None:
         return "unavailable"
-    start = time.perf_counter()
-    error = True
-    try:
-        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
-            await pool.fetchval("SELECT 1")
-        error = False
-    except Exception as err:
-        log.warning("readiness: PostgreSQL check failed", extra={"error_type": type(err).__name__})
-    finally:
-        app[METRICS].db_call("health", time.perf_counter() - start, error)
-    return "unavailable" if error else "ok"
+    answered = await _probe("PostgreSQL", lambda: pool.fetchval("SELECT 1"), app[METRICS].db_call)
+    return "ok" if answered else "unavailable"
 
 
 async def _check_redis(app: web.Application) -> str:
     client = app.get(REDIS)
     if client is None:
         return "not_configured"
+    answered = await _probe("Redis", client.ping, app[METRICS].redis_call)
+    return "ok" if answered else "degraded"
+
+
+async def _probe(
+    name: str, call: Callable[[], Awaitable[object]], record: Callable[[str, float, bool], None]
+) -> bool:
+    """Whether the dependency answered `call` within the check timeout; recorded as its
+    "health" operation either way."""
     start = time.perf_counter()
     error = True
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
-            await client.ping()
+            await call()
         error = False
     except Exception as err:
-        log.warning("readiness: Redis check failed", extra={"error_type": type(err).__name__})
+        log.warning("readiness: %s check failed", name, extra={"error_type": type(err).__name__})
     finally:
-        app[METRICS].redis_call("health", time.perf_counter() - start, error)
-    return "degraded" if error else "ok"
+        record("health", time.perf_counter() - start, error)
+    return not error
 
 
 def begin_drain(app: web.Application) -> None:
