@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-from multidict import MultiMapping
+from multidict import MultiDictProxy, MultiMapping
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
@@ -33,6 +33,17 @@ def json_response(body: Any, *, status: int = 200) -> web.Response:
         content_type="application/json",
         headers=NO_STORE,
     )
+
+
+async def read_form(
+    request: web.Request,
+) -> MultiDictProxy[str | bytes | bytearray | web.FileField]:
+    """The urlencoded form of a token or revocation request; a body that is not UTF-8 is an
+    invalid_request (aiohttp would raise UnicodeDecodeError: a 500)."""
+    try:
+        return await request.post()
+    except UnicodeDecodeError:
+        raise OAuthError("invalid_request", "the form is not valid UTF-8") from None
 
 
 def single(params: MultiMapping[Any], name: str, *, error: str = "invalid_request") -> str | None:

@@ -16,7 +16,13 @@ from aiohttp import web
 
 from service.auth.approvals import revoke_approval
 from service.auth.oauth.clients import load_client
-from service.auth.oauth.responses import OAuthError, error_response, json_response, single
+from service.auth.oauth.responses import (
+    OAuthError,
+    error_response,
+    json_response,
+    read_form,
+    single,
+)
 from service.auth.tokens import InvalidToken, TokenService, hash_refresh_token
 from service.keys import DB_POOL, TOKENS
 
@@ -45,7 +51,7 @@ async def revoke(request: web.Request) -> web.Response:
     try:
         if request.content_type != _FORM:
             raise OAuthError("invalid_request", f"send the revocation request as {_FORM}")
-        params = await request.post()
+        params = await read_form(request)
         token = single(params, "token")
         client_id = single(params, "client_id")
         hint = single(params, "token_type_hint")

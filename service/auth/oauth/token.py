@@ -18,7 +18,13 @@ from service.auth.approvals import GrantRefused, IssuedTokens, rotate_refresh_to
 from service.auth.oauth.clients import load_client
 from service.auth.oauth.codes import redeem_code
 from service.auth.oauth.requests import same_resource
-from service.auth.oauth.responses import OAuthError, error_response, json_response, single
+from service.auth.oauth.responses import (
+    OAuthError,
+    error_response,
+    json_response,
+    read_form,
+    single,
+)
 from service.auth.tokens import hash_refresh_token
 from service.keys import CONFIG, DB_POOL, METRICS, TOKENS
 
@@ -59,7 +65,7 @@ async def token(request: web.Request) -> web.Response:
     try:
         if request.content_type != _FORM:
             raise OAuthError("invalid_request", f"send the token request as {_FORM}")
-        params = await request.post()
+        params = await read_form(request)
         grant_type = _required(params, "grant_type")
         client_id = _required(params, "client_id")
         if grant_type not in ("authorization_code", "refresh_token"):
