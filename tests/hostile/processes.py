@@ -156,8 +156,12 @@ class Replicas:
                         command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
                     )
                 )
-        for port in self.ports:
-            _wait_port(port, 30)
+        try:
+            for port in self.ports:
+                _wait_port(port, 30)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def output(self, i: int = 0) -> str:

@@ -303,7 +303,11 @@ async def test_sigkilled_replica_leaks_no_capacity(
     redis = aioredis.from_url(REDIS_URL)
     prefix = replicas.env["ELOVA_REDIS_KEY_PREFIX"]
     replicas.start()
-    lock = await _locked_workspaces(test_database.dsn)
+    try:
+        lock = await _locked_workspaces(test_database.dsn)
+    except BaseException:
+        replicas.stop()
+        raise
     try:
         a = world.approvals["a"]
         tool, arguments = workspace_call(a)
@@ -418,7 +422,11 @@ async def test_sigterm_lets_in_flight_requests_finish(
     replicas = Replicas(test_database.dsn, env={**GENEROUS, "REQUEST_DEADLINE_SECONDS": "20"})
     world = await seed(test_database.dsn, replicas)
     replicas.start()
-    lock = await _locked_workspaces(test_database.dsn)
+    try:
+        lock = await _locked_workspaces(test_database.dsn)
+    except BaseException:
+        replicas.stop()
+        raise
     try:
         a = world.approvals["a"]
         tool, arguments = workspace_call(a)

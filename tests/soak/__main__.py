@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -81,11 +82,47 @@ class Stats:
             self.failures.append(reply.body[:300].decode("utf-8", "replace"))
 
 
+class Tokens:
+    """An approval's tokens, shared by the clients using it: refreshed at the token endpoint
+    before the 5-minute access token expires, by one client at a time (rotation: two
+    refreshes with the same refresh token would revoke the family)."""
+
+    REFRESH_AFTER = float(os.environ.get("ELOVA_SOAK_REFRESH_AFTER", "180"))
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, granted: Granted) -> None:
+        self.session, self.base_url, self.granted = session, base_url, granted
+        self.access, self.refresh_token = granted.token, granted.refresh_token
+        self.issued_at = time.monotonic()
+        self.lock = asyncio.Lock()
+        self.refreshes = 0
+
+    async def current(self) -> str:
+        if time.monotonic() - self.issued_at > self.REFRESH_AFTER:
+            async with self.lock:
+                if time.monotonic() - self.issued_at > self.REFRESH_AFTER:
+                    await self._refresh()
+        return self.access
+
+    async def _refresh(self) -> None:
+        form = {"grant_type": "refresh_token", "refresh_token": self.refresh_token,
+                "client_id": self.granted.approval.client_id}  # fmt: skip
+        async with self.session.post(self.base_url + "/token", data=form) as resp:
+            body = await resp.json()
+            if resp.status != 200:
+                raise RuntimeError(f"refresh refused: {resp.status} {body}")
+        self.access, self.refresh_token = body["access_token"], body["refresh_token"]
+        self.issued_at = time.monotonic()
+        self.refreshes += 1
+
+
 class Client:
     """One simulated MCP client: a random walk over the tools through one approval."""
 
-    def __init__(self, mcps: list[Mcp], granted: Granted, world: World, stats: Stats, seed: int):
-        self.mcps, self.granted, self.world, self.stats = mcps, granted, world, stats
+    def __init__(
+        self, mcps: list[Mcp], tokens: Tokens, world: World, stats: Stats, seed: int
+    ) -> None:
+        self.mcps, self.tokens, self.world, self.stats = mcps, tokens, world, stats
+        self.granted = tokens.granted
         self.rng = random.Random(seed)
 
     async def send(self, mcp: Mcp, body: bytes, headers: dict[str, str]) -> Reply:
@@ -99,7 +136,8 @@ class Client:
     async def call(self, tool: str, arguments: dict[str, Any]) -> Reply:
         mcp = self.rng.choice(self.mcps)
         body = modern_body("tools/call", {"name": tool, "arguments": arguments})
-        return await self.send(mcp, body, modern_headers(self.granted.token, "tools/call", tool))
+        token = await self.tokens.current()
+        return await self.send(mcp, body, modern_headers(token, "tools/call", tool))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -142,7 +180,7 @@ class Client:
 
     async def session(self) -> None:
         mcp = self.rng.choice(self.mcps)
-        headers = {"Authorization": f"Bearer {self.granted.token}",
+        headers = {"Authorization": f"Bearer {await self.tokens.current()}",
                    "Content-Type": "application/json",
                    "Accept": "application/json, text/event-stream"}  # fmt: skip
         hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -250,10 +288,10 @@ async def soak(minutes: float, clients: int) -> bool:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             mcps = [Mcp(session, replicas.url(i) + "/mcp") for i in range(2)]
             stats, stop = Stats(), asyncio.Event()
-            approvals = list(world.approvals.values())
+            holders = [Tokens(session, replicas.url(0), g) for g in world.approvals.values()]
             runners = [
                 asyncio.create_task(
-                    Client(mcps, approvals[i % len(approvals)], world, stats, i).run(stop)
+                    Client(mcps, holders[i % len(holders)], world, stats, i).run(stop)
                 )
                 for i in range(clients)
             ]
@@ -275,6 +313,10 @@ async def soak(minutes: float, clients: int) -> bool:
             await asyncio.sleep(0.5)
             held_after = await _held_slots(redis, replicas.env["ELOVA_REDIS_KEY_PREFIX"])
             inflight = [await _inflight(session, p) for p in replicas.metrics_ports]
+            print(f"token refreshes: {sum(h.refreshes for h in holders)}")
+            for runner in runners:
+                if runner.done() and runner.exception() is not None:
+                    print("client failed:", repr(runner.exception()))
         return report(samples, stats, held_after, inflight)
     finally:
         replicas.stop()
