@@ -77,7 +77,7 @@ class ManyExecutionsParams(Params):
     status: StatusFilter | msgspec.UnsetType = msgspec.UNSET
     period: Period = "all"
     timeZone: TimeZoneArg | msgspec.UnsetType = msgspec.UNSET
-    limit: LimitArg = 50  # type: ignore[assignment]  # Params.__post_init__ makes it int
+    limit: LimitArg = 50
     cursor: CursorArg | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -103,37 +103,57 @@ class OneExecution(Output):
     history: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-_ROW_COLUMNS = """
-    e.id, e.instance_id, i.name AS instance_name, e.workflow_id, e.workflow_name, e.source_id,
-    e.source_workflow_id, e.status, e.started_at, e.created_at, e.stopped_at, e.observed_at,
-    e.source_missing, e.sort_at, e.cost_state, e.cost_amount, e.cc_state, e.cc_priced,
-    e.cc_unresolved, e.cc_excluded, e.cc_observations, e.cc_missing_mapping
-"""
+_EXECUTION_COLUMNS = """
+    e.id, e.instance_id, e.workflow_id, e.workflow_name, e.source_id, e.source_workflow_id,
+    e.status, e.started_at, e.created_at, e.stopped_at, e.observed_at, e.source_missing,
+    e.sort_at, e.cost_state, e.cost_amount, e.cc_state, e.cc_priced, e.cc_unresolved,
+    e.cc_excluded, e.cc_observations, e.cc_missing_mapping"""
+_ROW_COLUMNS = f"{_EXECUTION_COLUMNS}, i.name AS instance_name"
 
 # Each filter adds a constant condition (never text from the request): a statement per
 # filter combination, so every prepared plan can use the matching index for the keyset.
 _PAGE_CONDITIONS = {
     "instance": "e.instance_id = ${}",
     "workflow": "e.workflow_id = ${}",
-    "status": "e.status = ANY(${}::text[])",
+    "status": "e.status = ${}",
     "window": "e.dated AND e.sort_at >= ${} AND e.sort_at <= ${}",
     "after": "(e.sort_at, e.id) < (${}, ${}::uuid)",
 }
+# `failed` is two statuses. A btree cannot return `status IN (…)` in (sort_at, id) order, so
+# the statement reads each status in order from its own (…, status, sort_at, id) index and
+# merges the two short lists: deep pages and rare statuses cost what common ones do.
+FAILED = ("error", "crashed")
+_ORDER = "ORDER BY e.sort_at DESC, e.id DESC"
 
 
 def page_query(filters: dict[str, tuple[Any, ...]]) -> tuple[str, list[Any]]:
     """The page statement for the filters present and its arguments ($1 is the workspace,
-    the last one the row limit)."""
+    the last one the row limit). Filters: instance (id), workflow (id), status (one status),
+    failed (no value), window (start, asOf), after (sort_at, id)."""
     conditions = ["e.workspace_id = $1"]
     arguments: list[Any] = []
     for name, values in filters.items():
+        if name == "failed":
+            continue
         numbers = range(len(arguments) + 2, len(arguments) + 2 + len(values))
         conditions.append(_PAGE_CONDITIONS[name].format(*numbers))
         arguments.extend(values)
+    where = " AND ".join(conditions)
+    limit = f"${len(arguments) + 2}"
+    if "failed" not in filters:
+        query = (
+            f"SELECT {_ROW_COLUMNS} FROM executions e JOIN instances i ON i.id = e.instance_id"
+            f" WHERE {where} {_ORDER} LIMIT {limit}"
+        )
+        return query, arguments
+    branches = " UNION ALL ".join(
+        f"(SELECT {_EXECUTION_COLUMNS} FROM executions e"
+        f" WHERE {where} AND e.status = '{status}' {_ORDER} LIMIT {limit})"
+        for status in FAILED
+    )
     query = (
-        f"SELECT {_ROW_COLUMNS} FROM executions e JOIN instances i ON i.id = e.instance_id"
-        f" WHERE {' AND '.join(conditions)}"
-        f" ORDER BY e.sort_at DESC, e.id DESC LIMIT ${len(arguments) + 2}"
+        f"SELECT {_ROW_COLUMNS} FROM ({branches}) e JOIN instances i ON i.id = e.instance_id"
+        f" {_ORDER} LIMIT {limit}"
     )
     return query, arguments
 
@@ -206,7 +226,10 @@ async def _workspace(ctx: ToolContext, workspace_id: UUID) -> asyncpg.Record:
 
 async def _check_filters(
     ctx: ToolContext, workspace_id: UUID, instance_id: UUID | None, workflow_id: UUID | None
-) -> None:
+) -> bool:
+    """NOT_FOUND for an instance or workflow outside the workspace; False when no row can
+    match both (a workflow's executions all belong to its instance: the loader checks it),
+    so such a page is known empty without reading the workflow's rows."""
     if instance_id is not None:
         found = await ctx.pool.fetchval(
             "SELECT 1 FROM instances WHERE id = $1 AND workspace_id = $2", instance_id, workspace_id
@@ -214,19 +237,42 @@ async def _check_filters(
         if found is None:
             raise NotFound("No such instance in this workspace.")
     if workflow_id is not None:
-        found = await ctx.pool.fetchval(
-            "SELECT 1 FROM workflows WHERE id = $1 AND workspace_id = $2", workflow_id, workspace_id
+        owner = await ctx.pool.fetchval(
+            "SELECT instance_id FROM workflows WHERE id = $1 AND workspace_id = $2",
+            workflow_id,
+            workspace_id,
         )
-        if found is None:
+        if owner is None:
             raise NotFound("No such workflow in this workspace.")
+        return instance_id is None or owner == instance_id
+    return True
+
+
+def _filters(
+    instance_id: UUID | None,
+    workflow_id: UUID | None,
+    status: str | None,
+    window: tuple[datetime, datetime] | None,
+    after: tuple[datetime, UUID] | None,
+) -> dict[str, tuple[Any, ...]]:
+    filters: dict[str, tuple[Any, ...]] = {}
+    if instance_id is not None:
+        filters["instance"] = (instance_id,)
+    if workflow_id is not None:
+        filters["workflow"] = (workflow_id,)
+    if status == "failed":
+        filters["failed"] = ()
+    elif status is not None:
+        filters["status"] = (status,)
+    if window is not None:
+        filters["window"] = window
+    if after is not None:
+        filters["after"] = after
+    return filters
 
 
 def _opt_uuid(value: str | msgspec.UnsetType) -> UUID | None:
     return None if isinstance(value, msgspec.UnsetType) else parse_uuid(value)
-
-
-def _statuses(value: str) -> list[str]:
-    return ["error", "crashed"] if value == "failed" else [value]
 
 
 async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) -> ManyExecutions:
@@ -251,7 +297,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
     workspace = await _workspace(ctx, workspace_id)
     if state is not None:
         check_fresh(state, workspace["read_generation"])
-    await _check_filters(ctx, workspace_id, instance_id, workflow_id)
+    can_match = await _check_filters(ctx, workspace_id, instance_id, workflow_id)
     zone_name = explicit_zone or workspace["time_zone"]
     zone = resolve_zone(zone_name)
 
@@ -265,19 +311,11 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
         start = None if start_us is None else _from_micros(start_us)
         after = (_from_micros(sort_us), UUID(bytes=last_id))
 
-    filters: dict[str, tuple[Any, ...]] = {}
-    if instance_id is not None:
-        filters["instance"] = (instance_id,)
-    if workflow_id is not None:
-        filters["workflow"] = (workflow_id,)
-    if status is not None:
-        filters["status"] = (_statuses(status),)
-    if start is not None:
-        filters["window"] = (start, as_of)
-    if after is not None:
-        filters["after"] = after
-    query, arguments = page_query(filters)
-    rows = await ctx.pool.fetch(query, workspace_id, *arguments, limit + 1)
+    window = None if start is None else (start, as_of)
+    rows: list[asyncpg.Record] = []
+    if can_match:
+        query, arguments = page_query(_filters(instance_id, workflow_id, status, window, after))
+        rows = await ctx.pool.fetch(query, workspace_id, *arguments, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     shaped = [shape_row(r) for r in rows]

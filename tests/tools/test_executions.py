@@ -4,6 +4,7 @@ against the catalog's outputSchema: order, filters, periods, cursors, bounds, sh
 from __future__ import annotations
 
 import base64
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -347,3 +348,68 @@ async def test_get_execution_with_history_and_not_found(db_pool: asyncpg.Pool) -
         await client.call("get_execution", workspaceId=other_ws["id"], executionId=foreign["id"])
     with pytest.raises(ValidationError):
         await client.call("get_execution", workspaceId=ws["id"])
+
+
+async def test_every_filter_combination_walks_like_a_sorted_list(db_pool: asyncpg.Pool) -> None:
+    """Each filter combination is its own statement (`failed` merges two ordered reads): every
+    walk with a small limit returns exactly the matching rows in list order, across ties of
+    chronology between error and crashed rows, undated rows and page boundaries."""
+    snap = Snapshot()
+    ws = snap.workspace(timeZone="Asia/Kathmandu")
+    insts = [snap.instance(ws), snap.instance(ws)]
+    wfs = [snap.workflow(insts[0]), snap.workflow(insts[0]), snap.workflow(insts[1])]
+    statuses = ["error", "crashed", "success", "waiting", "error", "crashed", "canceled"]
+    rows = []
+    for n in range(42):
+        wf = wfs[n % 3] if n % 4 else None
+        inst = insts[1] if wf is wfs[2] or (wf is None and n % 8 == 0) else insts[0]
+        started = None if n % 9 == 0 else at(24 * (n % 11) + (n % 3) / 2)  # ties and undated
+        rows.append(snap.execution(
+            inst, wf, status=statuses[n % 7], startedAt=started,
+            createdAt=None if n % 18 == 0 else at(200), observedAt=at(n % 5),
+        ))  # fmt: skip
+    await load(db_pool, snap)
+    client = workspace_client(db_pool, ws, NOW)
+
+    def key(row: dict[str, Any]) -> tuple[str, str]:
+        chronology = row["startedAt"] or row["createdAt"] or row["observedAt"]
+        instant = datetime.fromisoformat(chronology.replace("Z", "+00:00"))
+        return instant.isoformat(), row["id"]
+
+    for instance, workflow, status, period in itertools.product(
+        [None, insts[0], insts[1]], [None, wfs[0], wfs[2]], [None, "failed", "error", "waiting"],
+        ["all", "7d"],
+    ):  # fmt: skip
+        arguments: dict[str, Any] = {"workspaceId": ws["id"], "limit": 4, "period": period}
+        expected = list(rows)
+        if instance is not None:
+            arguments["instanceId"] = instance["id"]
+            expected = [r for r in expected if r["instanceId"] == instance["id"]]
+        if workflow is not None:
+            arguments["workflowId"] = workflow["id"]
+            expected = [r for r in expected if r["workflowId"] == workflow["id"]]
+        if status is not None:
+            arguments["status"] = status
+            wanted = {"error", "crashed"} if status == "failed" else {status}
+            expected = [r for r in expected if r["status"] in wanted]
+        if period == "7d":  # dated rows from the first instant of 6 days before today
+            start = datetime(2025, 1, 8, 18, 15, tzinfo=UTC)  # 2025-01-09T00:00+05:45
+            expected = [r for r in expected if (r["startedAt"] or r["createdAt"])
+                        and start.isoformat() <= key(r)[0] <= NOW.isoformat()]  # fmt: skip
+        expected.sort(key=key, reverse=True)
+        pages = await walk(client, **arguments)
+        got = [row["id"] for page in pages for row in page["executions"]]
+        assert got == [r["id"] for r in expected], (instance, workflow, status, period)
+
+
+async def test_workflow_of_another_instance_gives_an_empty_page(db_pool: asyncpg.Pool) -> None:
+    snap = Snapshot()
+    ws = snap.workspace()
+    first, second = snap.instance(ws), snap.instance(ws)
+    wf = snap.workflow(first)
+    snap.execution(first, wf)
+    await load(db_pool, snap)
+    page = await workspace_client(db_pool, ws, NOW).call(
+        "get_many_executions", workspaceId=ws["id"], workflowId=wf["id"], instanceId=second["id"]
+    )
+    assert page["executions"] == [] and page["nextCursor"] is None
