@@ -1,17 +1,15 @@
-"""Prometheus metrics: one registry per app, the `Metrics` interface, the /metrics listener.
+"""Prometheus metrics: one registry per app, the `Metrics` interface and its label sets.
 
 Other modules call only the methods of `Metrics`; none of them takes a user, token, session
 or address, and every label value is checked against a fixed set (anything else becomes
-"other"), so no caller can grow the number of series. The listener runs on its own port
-(`ELOVA_METRICS_PORT`) with its own runner, so scrapes never compete with MCP traffic for
-admission and keep working while the main listener drains.
+"other"), so no caller can grow the number of series. `setup_metrics` gives an app its
+Metrics, the request log and the /metrics listener (service/metrics_listener.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import platform
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 
 from aiohttp import web
@@ -23,12 +21,10 @@ from prometheus_client import (
     Info,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.registry import Collector
+from prometheus_client.exposition import generate_latest
 
 from service.config import Config
-from service.keys import CONFIG, DB_POOL, METRICS
+from service.keys import CONFIG, METRICS
 
 PREFIX = "elova_mcp"
 OTHER = "other"
@@ -348,37 +344,6 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class PoolCollector(Collector):
-    """asyncpg pool connections by state, read from app[DB_POOL] at scrape time."""
-
-    def __init__(self, app: web.Application) -> None:
-        self._app = app
-
-    def collect(self) -> Iterable[Metric]:
-        pool = self._app.get(DB_POOL)
-        if pool is None:
-            return []
-        size, idle = pool.get_size(), pool.get_idle_size()
-        by_state = GaugeMetricFamily(
-            f"{PREFIX}_db_pool_connections",
-            "Open PostgreSQL connections of the pool, by state.",
-            labels=("state",),
-        )
-        by_state.add_metric(("idle",), idle)
-        by_state.add_metric(("in_use",), max(size - idle, 0))
-        most = GaugeMetricFamily(
-            f"{PREFIX}_db_pool_max_connections",
-            "Most connections the pool opens.",
-            value=pool.get_max_size(),
-        )
-        least = GaugeMetricFamily(
-            f"{PREFIX}_db_pool_min_connections",
-            "Connections the pool keeps open.",
-            value=pool.get_min_size(),
-        )
-        return [by_state, most, least]
-
-
 def _version() -> str:
     try:
         return metadata.version("elova-mcp")
@@ -386,66 +351,19 @@ def _version() -> str:
         return "unknown"
 
 
-async def _scrape(request: web.Request) -> web.Response:
-    body = request.app[METRICS].exposition()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
-
-
-async def metrics_listener_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Serve /metrics on ELOVA_METRICS_PORT with a runner of its own; measure loop lag."""
-    cfg, metrics = app[CONFIG], app[METRICS]
-    lag_task = asyncio.create_task(_probe_loop_lag(metrics), name="elova-loop-lag")
-    runner: web.AppRunner | None = None
-    if cfg.metrics_port is not None:
-        scrape_app = web.Application()
-        scrape_app[METRICS] = metrics
-        scrape_app.router.add_get("/metrics", _scrape)
-        runner = web.AppRunner(scrape_app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, cfg.host, cfg.metrics_port)
-        await site.start()
-        metrics.listen_port = _bound_port(runner)
-    try:
-        yield
-    finally:
-        lag_task.cancel()
-        if runner is not None:
-            await runner.cleanup()
-        metrics.listen_port = None
-
-
-def _bound_port(runner: web.AppRunner) -> int | None:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    return None
-
-
-async def _probe_loop_lag(metrics: Metrics) -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        start = loop.time()
-        await asyncio.sleep(LOOP_PROBE_SECONDS)
-        metrics.loop_lag.observe(max(loop.time() - start - LOOP_PROBE_SECONDS, 0.0))
-
-
-def _register_routes(app: web.Application) -> None:
-    # Runs once every setup function added its routes (on_startup sees the final router).
-    routes = {r.canonical for r in app.router.resources()}
-    app[METRICS].set_routes(routes)
-
-
-async def _on_startup(app: web.Application) -> None:
-    _register_routes(app)
+async def _register_routes(app: web.Application) -> None:
+    # On startup every setup function has added its routes: the router is final.
+    app[METRICS].set_routes(r.canonical for r in app.router.resources())
 
 
 def setup_metrics(app: web.Application) -> None:
     """The app's Metrics, the pool collector, the /metrics listener and the request log."""
     from service.logs import setup_request_log
+    from service.metrics_listener import PoolCollector, metrics_listener_ctx
 
     metrics = Metrics(app.get(CONFIG))
     metrics.registry.register(PoolCollector(app))
     app[METRICS] = metrics
     app.cleanup_ctx.append(metrics_listener_ctx)
-    app.on_startup.append(_on_startup)
+    app.on_startup.append(_register_routes)
     setup_request_log(app)
