@@ -9,18 +9,23 @@
    round trip);
 3. the RSS of our replica under that load.
 
-With `--profile`, our service runs under cProfile for one more throughput run and the top
-functions are printed.
+With `--profile`, one more throughput run is sampled with py-spy (when on PATH or in $PY_SPY;
+else run under cProfile) and the hottest frames are printed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import os
 import pstats
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -271,6 +276,43 @@ def _throughput(port: int, requests: list[Request], settings: Settings, expect: 
     )
 
 
+ROUND_TRIP_CALLS = 300
+_XACTS = (
+    "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+)
+
+
+def statements_per_call(
+    dsn: str, name: str, command: list[str], port: int, env: dict[str, str], logs: Path,
+    request: Request, expect: str,
+) -> float:  # fmt: skip
+    """PostgreSQL transactions (autocommit statements) a call costs: counted over 300
+    sequential calls on a fresh server, stopped before reading (backends flush their
+    statistics when they exit)."""
+
+    async def read() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            value: int = await conn.fetchval(_XACTS)
+            return value
+        finally:
+            await conn.close()
+
+    def count() -> int:  # called from inside the harness's event loop: a loop of its own
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, read()).result()
+
+    with running(name, command, port, env, logs):
+        load(job(port, [request], warmup_seconds=0.5, duration_seconds=1.0, expect=expect))
+        time.sleep(1.5)
+        before = count()
+        done = load(job(port, [request], warmup_seconds=0.0, duration_seconds=120.0,
+                        max_requests=ROUND_TRIP_CALLS, expect=expect))  # fmt: skip
+    time.sleep(1.5)
+    after = count()
+    return (after - before - 1) / max(done.completed + done.errors, 1)
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -306,7 +348,14 @@ async def run(settings: Settings) -> str:
             _say("our service: per-tool latency …")
             tool_rows = _run_tools(port, access, cases, settings)
         hwm = rss.read().get("VmHWM", 0)
-    throughput_rows = [Row("elova-mcp (MCP + OAuth bearer + Redis admission)", ours_result)]
+    ours_label = "elova-mcp (MCP + OAuth bearer + Redis admission)"
+    throughput_rows = [Row(ours_label, ours_result)]
+    statements = {
+        ours_label: statements_per_call(
+            data.dsn, "elova-count", python("-m", "service", "serve"), port, env, logs,
+            ours_requests[0], '"isError":false',
+        )
+    }  # fmt: skip
     for kind, label, request, expect in (
         ("sdk", "official Python SDK (MCPServer, stateless JSON)", scenarios.sdk_call(ws),
          '"isError":false'),
@@ -318,6 +367,9 @@ async def run(settings: Settings) -> str:
                          "--dsn", data.dsn)  # fmt: skip
         with running(kind, command, ref_port, env, logs):
             throughput_rows.append(Row(label, _throughput(ref_port, [request], settings, expect)))
+        statements[label] = statements_per_call(
+            data.dsn, kind, command, ref_port, env, logs, request, expect
+        )
     sdk, bare = throughput_rows[1].result.rps, throughput_rows[2].result.rps
     ours_rps = ours_result.rps
     report += [
@@ -330,6 +382,9 @@ async def run(settings: Settings) -> str:
         f"**{100 * ours_rps / bare:.0f}%** (target ≥ 60%).",
         f"- Redis admission {'ON (RateLimit-Policy header seen)' if admission_on else 'NOT seen'}"
         f" with limits raised: " + ", ".join(f"{k}={v}" for k, v in RAISED_LIMITS.items()) + ".",
+        "- PostgreSQL transactions a call (300 sequential calls): "
+        + "; ".join(f"{name.split(' (')[0]} {n:.1f}" for name, n in statements.items())
+        + ".",
         "",
         f"## 2. Per-tool latency at {data.executions:,} executions (sequential calls, "
         f"{settings.tool_seconds:.0f} s each)",
@@ -362,23 +417,86 @@ def _profile(
     port: int,
     access: scenarios.Access,
 ) -> str:
-    """Top functions of our service under the throughput load (cProfile, main thread)."""
-    out = logs / "elova.prof"
-    command = python("-m", "cProfile", "-o", str(out), "-m", "service", "serve")
+    """Where our service spends its time under the throughput load: py-spy samples when
+    `py-spy` is on PATH (or in $PY_SPY), else cProfile (whose counts of coroutine calls are
+    resumptions, and whose overhead slows the run)."""
     requests = [
         scenarios.tool_call(access.token(), "get_many_executions",
                             {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE})
     ]  # fmt: skip
+    spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    if spy:
+        return _py_spy(spy, settings, env, logs, port, requests)
+    out = logs / "elova.prof"
+    command = python("-m", "cProfile", "-o", str(out), "-m", "service", "serve")
     with running("elova-profiled", command, port, env, logs):
         result = _throughput(port, requests, settings, '"isError":false')
     stream = io.StringIO()
     stats = pstats.Stats(str(out), stream=stream)
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats(35)
-    text = stream.getvalue()
-    body = "\n".join(line for line in text.splitlines() if line.strip())
-    note = f"(throughput under cProfile: {result.rps:.0f} req/s — profiling slows it)"
-    return f"{note}\n\n```\n{body}\n```"
+    body = "\n".join(line for line in stream.getvalue().splitlines() if line.strip())
+    return f"cProfile; {_note(result)}\n\n```\n{body}\n```"
+
+
+def _note(result: Result) -> str:
+    errors = f": {result.first_error[:200]}" if result.errors else ""
+    return f"throughput while profiled: {result.rps:.0f} req/s, {result.errors} errors{errors}"
+
+
+def _py_spy(
+    spy: str, settings: Settings, env: dict[str, str], logs: Path, port: int,
+    requests: list[Request],
+) -> str:  # fmt: skip
+    raw = logs / "py-spy.txt"
+    seconds = int(settings.duration)
+    with running("elova-sampled", python("-m", "service", "serve"), port, env, logs) as server:
+        recorder = subprocess.Popen(
+            [spy, "record", "--pid", str(server.pid), "--format", "raw", "--rate", "250",
+             "--duration", str(seconds + 2), "--output", str(raw), "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        result = _throughput(port, requests, settings, '"isError":false')
+        recorder.wait(timeout=seconds + 60)
+    if not raw.exists():
+        return f"py-spy produced no samples (exit {recorder.returncode}); {_note(result)}"
+    return f"py-spy, 250 samples/s; {_note(result)}\n\n" + summarize_stacks(raw.read_text())
+
+
+def summarize_stacks(collapsed: str, top: int = 30) -> str:
+    """Self and inclusive shares of the hottest frames from py-spy's collapsed stacks."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [f for f in stack.split(";")[1:] if f]  # first: the thread
+        total += count
+        if frames:
+            own[_short(frames[-1])] += count
+        for frame in {_short(f) for f in frames}:
+            inclusive[frame] += count
+    if not total:
+        return "no samples"
+    lines = ["| own % | frame |", "| ---: | --- |"]
+    lines += [f"| {100 * n / total:.1f} | `{f}` |" for f, n in own.most_common(top)]
+    lines += ["", "| inclusive % | frame (service code and its libraries) |", "| ---: | --- |"]
+    picked = [(f, n) for f, n in inclusive.most_common() if "run_once" not in f][:top]
+    lines += [f"| {100 * n / total:.1f} | `{f}` |" for f, n in picked]
+    return "\n".join(lines)
+
+
+def _short(frame: str) -> str:
+    """`func (/long/path/site-packages/pkg/mod.py:12)` → `func (pkg/mod.py)`."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "/work/main/", "python3.11/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f"{name} ({path})"
 
 
 def main(settings: Settings) -> str:
