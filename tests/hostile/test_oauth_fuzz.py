@@ -84,3 +84,15 @@ async def test_deeply_nested_registration_is_a_400(hostile: Hostile) -> None:
         assert document["error"] == "invalid_client_metadata"
     async with hostile.client.get("/livez") as live:
         assert live.status == 200
+
+
+async def test_forms_that_are_not_utf8_are_refused_not_crashed(hostile: Hostile) -> None:
+    """Every form endpoint, JSON (token, revocation) and HTML (sign-in, approval, approvals
+    page, sign-out), answers a body of invalid UTF-8 with a 4xx."""
+    for path in ("/token", "/revoke", "/signin", "/authorize", "/approvals/revoke", "/signout"):
+        body = b"email=%ce&client_id=\xce\xff&csrf=x"
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        async with hostile.client.post(path, data=body, headers=headers) as resp:
+            text = await resp.text()
+            assert 400 <= resp.status < 500, (path, resp.status, text[:200])
+            assert "Traceback" not in text
