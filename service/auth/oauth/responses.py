@@ -9,6 +9,7 @@ from aiohttp import web
 from multidict import MultiDictProxy, MultiMapping
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+FORM = "application/x-www-form-urlencoded"
 
 
 class OAuthError(Exception):
@@ -36,10 +37,13 @@ def json_response(body: Any, *, status: int = 200) -> web.Response:
 
 
 async def read_form(
-    request: web.Request,
+    request: web.Request, what: str
 ) -> MultiDictProxy[str | bytes | bytearray | web.FileField]:
-    """The urlencoded form of a token or revocation request; a body that is not UTF-8 is an
-    invalid_request (aiohttp would raise UnicodeDecodeError: a 500)."""
+    """The urlencoded form of a token or revocation request (`what`, as the error names it);
+    another content type, or a body that is not UTF-8, is an invalid_request (aiohttp would
+    raise UnicodeDecodeError: a 500)."""
+    if request.content_type != FORM:
+        raise OAuthError("invalid_request", f"send the {what} as {FORM}")
     try:
         return await request.post()
     except UnicodeDecodeError:

@@ -26,7 +26,6 @@ from service.auth.oauth.responses import (
 from service.auth.tokens import InvalidToken, TokenService, hash_refresh_token
 from service.keys import DB_POOL, TOKENS
 
-_FORM = "application/x-www-form-urlencoded"
 HINTS = ("refresh_token", "access_token")
 
 
@@ -49,9 +48,7 @@ def _family_of_access(tokens: TokenService, token: str) -> tuple[uuid.UUID, int,
 async def revoke(request: web.Request) -> web.Response:
     """POST /revoke."""
     try:
-        if request.content_type != _FORM:
-            raise OAuthError("invalid_request", f"send the revocation request as {_FORM}")
-        params = await read_form(request)
+        params = await read_form(request, "revocation request")
         token = single(params, "token")
         client_id = single(params, "client_id")
         hint = single(params, "token_type_hint")

@@ -28,8 +28,6 @@ from service.auth.oauth.responses import (
 from service.auth.tokens import hash_refresh_token
 from service.keys import CONFIG, DB_POOL, METRICS, TOKENS
 
-_FORM = "application/x-www-form-urlencoded"
-
 
 def _required(params: MultiMapping[Any], name: str) -> str:
     value = single(params, name)
@@ -63,9 +61,7 @@ async def token(request: web.Request) -> web.Response:
     """POST /token."""
     app = request.app
     try:
-        if request.content_type != _FORM:
-            raise OAuthError("invalid_request", f"send the token request as {_FORM}")
-        params = await read_form(request)
+        params = await read_form(request, "token request")
         grant_type = _required(params, "grant_type")
         client_id = _required(params, "client_id")
         if grant_type not in ("authorization_code", "refresh_token"):
