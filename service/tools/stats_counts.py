@@ -160,18 +160,30 @@ SELECT {_ROLLUP_SUMS},
   FROM execution_rollups_daily x
  WHERE x.workspace_id = $1
 """
-# Segments [lo, hi) of whole slots ($2–$4) and of whole UTC days ($5–$7), each tagged with
-# its bucket: one index range scan of the matching table per segment.
+# Signed segments [lo, hi) of whole slots ($2–$5) and of whole UTC days ($6–$9), each
+# tagged with its bucket: one index range scan of the matching table per segment. A bucket
+# is its whole days, plus or minus the slots between its ends and the nearest day edges.
+_SIGNED = ", ".join(
+    f"sum(r.sign * x.{name}) AS {name}"
+    for name in ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
+                 "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
+                 "mm_sum")
+)  # fmt: skip
 _SEGMENTS = f"""
-SELECT r.seg, {_ROLLUP_SUMS}
-  FROM unnest($2::timestamptz[], $3::timestamptz[], $4::int[]) AS r(lo, hi, seg)
-  JOIN execution_rollups x ON x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi
- GROUP BY r.seg
-UNION ALL
-SELECT r.seg, {_ROLLUP_SUMS}
-  FROM unnest($5::timestamptz[], $6::timestamptz[], $7::int[]) AS r(lo, hi, seg)
-  JOIN execution_rollups_daily x ON x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi
- GROUP BY r.seg
+SELECT x.seg, {_ROLLUP_SUMS}
+  FROM (SELECT r.seg, {_SIGNED}
+          FROM unnest($2::timestamptz[], $3::timestamptz[], $4::int[], $5::int[])
+               AS r(lo, hi, seg, sign)
+          JOIN execution_rollups x ON x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi
+         GROUP BY r.seg
+        UNION ALL
+        SELECT r.seg, {_SIGNED}
+          FROM unnest($6::timestamptz[], $7::timestamptz[], $8::int[], $9::int[])
+               AS r(lo, hi, seg, sign)
+          JOIN execution_rollups_daily x
+            ON x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi
+         GROUP BY r.seg) x
+ GROUP BY x.seg
 """
 
 
@@ -187,29 +199,39 @@ def aligned(value: datetime) -> bool:
     return micros(value) % SLOT_US == 0
 
 
-Segment = tuple[datetime, datetime, int]
+Segment = tuple[int, int, int, int]  # lo, hi (µs), bucket, sign
 
 
 def split_range(lo: int, hi: int, seg: int) -> tuple[list[Segment], list[Segment]]:
-    """[lo, hi) in µs (15-minute aligned) as slot segments at the ends and one day segment
-    of the whole UTC days inside."""
-    fine: list[Segment] = []
-    days: list[Segment] = []
-    day_lo = -(-lo // DAY_US) * DAY_US
-    day_hi = hi // DAY_US * DAY_US
-    if day_lo < day_hi:
-        if lo < day_lo:
-            fine.append((from_micros(lo), from_micros(day_lo), seg))
-        days.append((from_micros(day_lo), from_micros(day_hi), seg))
-        if day_hi < hi:
-            fine.append((from_micros(day_hi), from_micros(hi), seg))
-    elif lo < hi:
-        fine.append((from_micros(lo), from_micros(hi), seg))
-    return fine, days
+    """[lo, hi) in µs (15-minute aligned) as signed slot and day segments reading the fewest
+    rollup rows: whole UTC days [d_lo, d_hi) with the slots between lo and d_lo added (d_lo
+    after lo) or subtracted (d_lo before lo), likewise at hi; or only slots."""
+    best: tuple[int, list[Segment], list[Segment]] = ((hi - lo) // SLOT_US, [], [])
+    if lo < hi:
+        best = (best[0], [(lo, hi, seg, 1)], [])
+    floor_lo, floor_hi = lo // DAY_US * DAY_US, hi // DAY_US * DAY_US
+    for d_lo in {floor_lo, -(-lo // DAY_US) * DAY_US}:
+        for d_hi in {floor_hi, -(-hi // DAY_US) * DAY_US}:
+            if d_lo >= d_hi:
+                continue
+            fine = [
+                (min(lo, d_lo), max(lo, d_lo), seg, 1 if d_lo > lo else -1),
+                (min(hi, d_hi), max(hi, d_hi), seg, 1 if d_hi < hi else -1),
+            ]
+            fine = [f for f in fine if f[0] < f[1]]
+            cost = sum((f[1] - f[0]) // SLOT_US for f in fine) + 1
+            if cost < best[0]:
+                best = (cost, fine, [(d_lo, d_hi, seg, 1)])
+    return best[1], best[2]
 
 
-def _columns(segments: list[Segment]) -> tuple[list[datetime], list[datetime], list[int]]:
-    return [s[0] for s in segments], [s[1] for s in segments], [s[2] for s in segments]
+def _columns(segments: list[Segment]) -> list[list[Any]]:
+    return [
+        [from_micros(s[0]) for s in segments],
+        [from_micros(s[1]) for s in segments],
+        [s[2] for s in segments],
+        [s[3] for s in segments],
+    ]
 
 
 async def rollup_counts(

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.store.rollups import rebuild_rollups
-from service.tools.stats_counts import raw_counts, rollup_counts
+from service.tools.stats_counts import DAY_US, SLOT_US, raw_counts, rollup_counts, split_range
 from tests.support.snapshots import ABSENT, Snapshot
 from tests.tools.execution_support import load, workspace_client
 
@@ -251,3 +251,24 @@ async def test_buckets_spanning_whole_days_read_the_daily_rollup(
     )
     assert [b["failed"] for b in out["buckets"]] == [1] * 29 + [0]  # today's 23:50 is ahead
     assert out["totals"]["excludedExecutions"] == 11
+
+
+@given(
+    lo=st.integers(0, 6 * 96),
+    width=st.integers(0, 4 * 96),
+    offset=st.integers(-(10**6), 10**6),
+)
+def test_split_range_covers_each_slot_exactly_once(lo: int, width: int, offset: int) -> None:
+    """Signed day and slot segments add up to [lo, hi): every slot inside counted once, every
+    slot outside (including those a whole day adds and a subtraction removes) zero times."""
+    base = offset * DAY_US
+    start, end = base + lo * SLOT_US, base + (lo + width) * SLOT_US
+    fine, days = split_range(start, end, 0)
+    net: dict[int, int] = {}
+    for seg_lo, seg_hi, _, sign in fine + days:
+        for slot in range(seg_lo, seg_hi, SLOT_US):
+            net[slot] = net.get(slot, 0) + sign
+    assert {slot for slot, n in net.items() if n} == set(range(start, end, SLOT_US))
+    assert all(n in (0, 1) for n in net.values())
+    assert len(fine) <= 2 and len(days) <= 1
+    assert sum((b - a) // SLOT_US for a, b, _, _ in fine) <= min(width, 96)
