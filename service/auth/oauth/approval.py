@@ -30,7 +30,7 @@ from service.auth.caller import N8N_READ, WORKSPACES_READ
 from service.auth.oauth.clients import is_loopback_host, redirect_origin
 from service.auth.oauth.codes import issue_code
 from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH
-from service.auth.oauth.pages import error_page, render, see_other
+from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
 from service.auth.oauth.requests import (
     AuthorizationRequest,
     PageRefusal,
@@ -157,7 +157,9 @@ def _workspace_ids(raw: list[str]) -> list[uuid.UUID]:
 async def decide(request: web.Request) -> web.Response:
     """POST /authorize: approve (grant + code) or deny, back to the client either way."""
     cfg, pool = request.app[CONFIG], request.app[DB_POOL]
-    form = await request.post()
+    form = await read_form(request)
+    if form is None:
+        return unreadable_form(request)
     try:
         req = await parse_authorization_request(pool, form, cfg.mcp_resource)
     except PageRefusal as err:

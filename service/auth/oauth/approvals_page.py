@@ -14,7 +14,7 @@ from aiohttp import web
 from service.auth.approvals import MAX_ACTIVE_APPROVALS, revoke_approval
 from service.auth.oauth.clients import redirect_host
 from service.auth.oauth.metadata import APPROVALS_PATH, SIGNOUT_PATH
-from service.auth.oauth.pages import error_page, render, see_other
+from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
 from service.auth.oauth.sessions import csrf_matches, current_session
 from service.auth.oauth.signin import signin_location
 from service.keys import DB_POOL
@@ -63,7 +63,9 @@ async def approvals_page(request: web.Request) -> web.Response:
 async def revoke(request: web.Request) -> web.Response:
     """POST /approvals/revoke."""
     session = await current_session(request)
-    form = await request.post()
+    form = await read_form(request)
+    if form is None:
+        return unreadable_form(request)
     if session is None:
         return see_other(signin_location(APPROVALS_PATH))
     if not csrf_matches(session.csrf_token, form.get("csrf")):

@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp_jinja2
 from aiohttp import web
+from multidict import MultiDictProxy
 
 STYLESHEET_PATH = "/oauth/elova.css"
 _STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
@@ -87,3 +88,20 @@ def setup_pages(app: web.Application) -> None:
     folder = resources.files("service.auth") / "templates"
     app[_STYLESHEET] = (folder / "elova.css").read_bytes()
     app.router.add_get(STYLESHEET_PATH, stylesheet)
+
+
+async def read_form(
+    request: web.Request,
+) -> MultiDictProxy[str | bytes | bytearray | web.FileField] | None:
+    """The page's urlencoded form, or None when the body is not UTF-8 (answer it with
+    `unreadable_form`; aiohttp would raise UnicodeDecodeError: a 500)."""
+    try:
+        return await request.post()
+    except UnicodeDecodeError:
+        return None
+
+
+def unreadable_form(request: web.Request) -> web.Response:
+    return error_page(
+        request, "The form could not be read", "Go back and send the form again.", status=400
+    )

@@ -20,7 +20,7 @@ from aiohttp import web
 from service.auth.oauth import sessions, throttle
 from service.auth.oauth.clients import load_client
 from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH, SIGNIN_PATH
-from service.auth.oauth.pages import error_page, render, see_other
+from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
 from service.auth.passwords import hash_password, verify_password
 from service.keys import CONFIG, DB_POOL, METRICS
 
@@ -90,7 +90,9 @@ async def signin_page(request: web.Request) -> web.Response:
 async def signin(request: web.Request) -> web.Response:
     """POST /signin."""
     cfg, pool = request.app[CONFIG], request.app[DB_POOL]
-    form = await request.post()
+    form = await read_form(request)
+    if form is None:
+        return unreadable_form(request)
     next_path = safe_next(form.get("next"))
     cookie = request.cookies.get(sessions.cookie_name(cfg, _CSRF_COOKIE))
     if cookie is None or not sessions.csrf_matches(cookie, form.get("csrf")):
@@ -139,7 +141,9 @@ async def signin(request: web.Request) -> web.Response:
 async def signout(request: web.Request) -> web.Response:
     """POST /signout (CSRF-protected like every form of a session)."""
     session = await sessions.current_session(request)
-    form = await request.post()
+    form = await read_form(request)
+    if form is None:
+        return unreadable_form(request)
     if session is None:
         return see_other(signin_location(APPROVALS_PATH))
     if not sessions.csrf_matches(session.csrf_token, form.get("csrf")):
