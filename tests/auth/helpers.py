@@ -1,4 +1,6 @@
-"""Helpers for auth tests: granting approvals quickly and forging tokens for attacks."""
+"""Helpers for auth tests: an app with only the auth routes, and tokens forged for attacks.
+
+Accounts and approvals come from tests/support/approvals.py."""
 
 from __future__ import annotations
 
@@ -19,29 +21,13 @@ from aiohttp.test_utils import TestClient
 from cryptography.hazmat.primitives import serialization
 
 from service.auth import setup_auth
-from service.auth.approvals import (
-    Approval,
-    IssuedTokens,
-    create_operator_client,
-    grant_approval,
-    issue_tokens,
-)
 from service.auth.bearer import authenticate, challenge
 from service.auth.tokens import TokenService
 from service.config import Config
 from service.errors import AuthError, Unavailable
 from service.keys import CONFIG, DB_POOL, METRICS
 from service.metrics import Metrics
-
-
-@dataclass
-class Seeded:
-    """One account with workspaces it belongs to (and one it does not)."""
-
-    account_id: uuid.UUID
-    email: str
-    workspaces: list[uuid.UUID]
-    foreign_workspace: uuid.UUID
+from tests.support.approvals import Member
 
 
 class RecordingMetrics:
@@ -62,7 +48,7 @@ class RecordingMetrics:
         return lambda *args, **kwargs: None
 
 
-SeedFn = Callable[..., Awaitable[Seeded]]
+SeedFn = Callable[..., Awaitable[Member]]
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 
 
@@ -105,27 +91,19 @@ def build_app(cfg: Config, pool: asyncpg.Pool) -> tuple[web.Application, Recordi
     return app, metrics
 
 
-async def granted(
-    pool: asyncpg.Pool,
-    tokens: TokenService,
-    who: Seeded,
-    *,
-    scopes: str = "workspaces:read n8n:read",
-    expires: str = "1d",
-    client_id: str | None = None,
-    workspaces: list[Any] | None = None,
-) -> tuple[Approval, IssuedTokens]:
-    async with pool.acquire() as conn, conn.transaction():
-        client = client_id or await create_operator_client(conn, "test client")
-        approval = await grant_approval(
-            conn,
-            account_id=who.account_id,
-            client_id=client,
-            workspace_ids=who.workspaces if workspaces is None else workspaces,
-            scopes=scopes,
-            expires=expires,
-        )
-        return approval, await issue_tokens(conn, tokens, approval)
+def unbacked_token(
+    tokens: TokenService, *, not_after: float | None = None, now: float | None = None
+) -> tuple[str, int]:
+    """A well-signed access token (and its lifetime) for an approval that does not exist."""
+    return tokens.issue_access_token(
+        account_id=uuid.uuid4(),
+        client_id="c",
+        scopes=["n8n:read"],
+        approval_id=uuid.uuid4(),
+        generation=1,
+        not_after=not_after,
+        now=now,
+    )
 
 
 def b64(raw: bytes) -> str:

@@ -18,10 +18,11 @@ from service.auth.approvals import (
     rotate_refresh_token,
 )
 from service.auth.tokens import TokenService, hash_refresh_token
-from tests.auth.helpers import AuthApp, Seeded, SeedFn, granted
+from tests.auth.helpers import AuthApp, SeedFn
+from tests.support.approvals import Member, granted
 
 
-async def _grant(pool: asyncpg.Pool, who: Seeded, **kw: Any) -> Any:
+async def _grant(pool: asyncpg.Pool, who: Member, **kw: Any) -> Any:
     async with pool.acquire() as conn:
         args: dict[str, Any] = {
             "account_id": who.account_id,

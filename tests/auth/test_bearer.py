@@ -4,7 +4,6 @@ memberships take effect on the next call; a database outage is 503-retryable, no
 from __future__ import annotations
 
 import socket
-import uuid
 
 import asyncpg
 import pytest
@@ -15,7 +14,8 @@ from service.auth.bearer import challenge
 from service.auth.tokens import TokenService
 from service.config import Config
 from service.errors import AuthError, InsufficientScope
-from tests.auth.helpers import AuthApp, ClientFactory, SeedFn, build_app, granted
+from tests.auth.helpers import AuthApp, ClientFactory, SeedFn, build_app, unbacked_token
+from tests.support.approvals import granted
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -123,13 +123,7 @@ async def test_database_outage_is_unavailable_not_a_crash(
     try:
         app, metrics = build_app(config, dead)
         client = await aiohttp_client(app)
-        token, _ = tokens.issue_access_token(
-            account_id=uuid.uuid4(),
-            client_id="c",
-            scopes=["n8n:read"],
-            approval_id=uuid.uuid4(),
-            generation=1,
-        )
+        token, _ = unbacked_token(tokens)
         resp = await client.get("/mcp", headers=_bearer(token))
         assert resp.status == 503
         assert (await resp.json()) == {"error": "UNAVAILABLE"}

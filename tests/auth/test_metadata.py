@@ -3,13 +3,11 @@ that verifies the service's tokens."""
 
 from __future__ import annotations
 
-import uuid
-
 import jwt
 import pytest
 
 from service.auth.tokens import TokenService
-from tests.auth.helpers import AuthApp
+from tests.auth.helpers import AuthApp, unbacked_token
 
 
 @pytest.mark.parametrize(
@@ -35,13 +33,7 @@ async def test_jwks_verifies_an_issued_token(auth_app: AuthApp, tokens: TokenSer
     keys = (await resp.json())["keys"]
     assert len(keys) == 1
     assert all("d" not in k for k in keys)
-    token, _ = tokens.issue_access_token(
-        account_id=uuid.uuid4(),
-        client_id="c",
-        scopes=["n8n:read"],
-        approval_id=uuid.uuid4(),
-        generation=1,
-    )
+    token, _ = unbacked_token(tokens)
     # A third party with only the JWKS can verify the token (as RFC 9068 intends).
     jwk = jwt.PyJWK.from_dict(keys[0])
     assert jwt.get_unverified_header(token)["kid"] == keys[0]["kid"]

@@ -3,7 +3,6 @@ with a challenge that names the resource metadata, and the failure is counted.""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -17,13 +16,14 @@ from service.config import Config
 from tests.auth.helpers import (
     AuthApp,
     SeedFn,
-    granted,
     hs256,
     now,
     sign,
+    unbacked_token,
     unsigned,
     unverified,
 )
+from tests.support.approvals import granted
 from tests.support.keys import ed25519_pem, p256_pem
 
 METADATA = 'resource_metadata="http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"'
@@ -205,13 +205,7 @@ async def test_previous_key_still_verifies_and_kid_is_the_jwk_thumbprint(
     old_pem = p256_pem()
     old_cfg = make_config(SIGNING_KEY=old_pem.decode())
     old = TokenService(old_cfg)
-    token, expires_in = old.issue_access_token(
-        account_id=uuid.uuid4(),
-        client_id="c",
-        scopes=["n8n:read"],
-        approval_id=uuid.uuid4(),
-        generation=1,
-    )
+    token, expires_in = unbacked_token(old)
     assert expires_in == 300
     assert unverified(token)[0]["alg"] == "ES256"
     path = tmp_path / "old.pem"
@@ -235,15 +229,7 @@ def test_rfc7638_thumbprint_of_a_known_key() -> None:
 def test_token_never_outlives_what_backs_it(tokens: TokenService) -> None:
 
     t = now()
-    token, expires_in = tokens.issue_access_token(
-        account_id=uuid.uuid4(),
-        client_id="c",
-        scopes=["n8n:read"],
-        approval_id=uuid.uuid4(),
-        generation=1,
-        not_after=t + 42,
-        now=t,
-    )
+    token, expires_in = unbacked_token(tokens, not_after=t + 42, now=t)
     assert expires_in == 42
     claims = unverified(token)[1]
     assert claims["exp"] - claims["iat"] == 42

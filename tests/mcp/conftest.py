@@ -15,9 +15,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
-from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
 from service.config import Config
 from service.keys import DB_POOL, TOKENS
+from tests.support.approvals import granted, seed_member
 
 MODERN = "2026-07-28"
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
@@ -112,38 +112,13 @@ class Wire:
 
 
 async def approve(app: web.Application, scopes: str = "workspaces:read n8n:read") -> dict[str, Any]:
-    """A member account with one workspace, approved for an operator client: its token."""
-    pool = app[DB_POOL]
-    account_id, workspace_id = uuid.uuid4(), uuid.uuid4()
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            "INSERT INTO accounts (id, email, name) VALUES ($1, $2, 'Wire Test')",
-            account_id,
-            f"wire-{account_id.hex}@example.com",
-        )
-        await conn.execute(
-            "INSERT INTO workspaces (id, name, time_zone) VALUES ($1, 'Wire workspace', 'UTC')",
-            workspace_id,
-        )
-        await conn.execute(
-            "INSERT INTO memberships (account_id, workspace_id, role) VALUES ($1, $2, 'owner')",
-            account_id,
-            workspace_id,
-        )
-        client_id = await create_operator_client(conn, "wire test")
-        approval = await grant_approval(
-            conn,
-            account_id=account_id,
-            client_id=client_id,
-            workspace_ids=[workspace_id],
-            scopes=scopes,
-            expires="1d",
-        )
-        issued = await issue_tokens(conn, app[TOKENS], approval)
+    """A new owner of one workspace, approved for an operator client: its token."""
+    who = await seed_member(app[DB_POOL], workspaces=1, role="owner")
+    approval, issued = await granted(app[DB_POOL], app[TOKENS], who, scopes=scopes)
     return {
         "token": issued.access_token,
         "approval_id": approval.id,
-        "workspace_id": workspace_id,
+        "workspace_id": who.workspaces[0],
     }
 
 

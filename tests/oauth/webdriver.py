@@ -8,7 +8,6 @@ import asyncio
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -16,6 +15,8 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+
+from tests.support.server import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -41,18 +42,11 @@ class WebDriverError(RuntimeError):
     pass
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Browser:
     """chromedriver on a free loopback port, one headless chromium session, fresh profile."""
 
     def __init__(self) -> None:
-        self._port = _free_port()
+        self._port = free_port()
         self._base = f"http://127.0.0.1:{self._port}"
         self._profile = tempfile.mkdtemp(prefix="elova-chromium-")
         self._driver: subprocess.Popen[bytes] | None = None

@@ -30,9 +30,9 @@ from service.config import Config
 from service.keys import METRICS
 from tests.mcp.conftest import Wire, approve
 from tests.ops import dashboard as dash
-from tests.ops.serve_process import free_port
 from tests.ops.tooling import ROOT, TOOLS_BIN
 from tests.support.keys import ed25519_pem
+from tests.support.server import free_port
 from tests.support.services import REDIS_URL, create_database, drop_database, new_redis_prefix
 
 NO_SUCH = "00000000-0000-4000-8000-00000000000"  # + a digit: ids that exist nowhere (NOT_FOUND)
