@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import base64
 import itertools
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from service.errors import CursorStale, NotFound, ValidationError
+from service.tools.executions import utc_text
+from service.tools.shaping import format_instant
 from tests.support.snapshots import ABSENT, Snapshot
 from tests.tools.execution_support import Client, load, workspace_client
 
@@ -413,3 +417,18 @@ async def test_workflow_of_another_instance_gives_an_empty_page(db_pool: asyncpg
         "get_many_executions", workspaceId=ws["id"], workflowId=wf["id"], instanceId=second["id"]
     )
     assert page["executions"] == [] and page["nextCursor"] is None
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+    ),
+    st.sampled_from([0, 1, 3]),
+)
+def test_row_instants_are_written_like_every_other_instant(value: datetime, cut: int) -> None:
+    """The rows' fast instant writer agrees with shaping.format_instant (whole seconds,
+    milliseconds, microseconds), also for an instant in another offset."""
+    value = value.replace(microsecond=value.microsecond // 10**cut * 10**cut)
+    assert utc_text(value) == format_instant(value)
+    shifted = value.astimezone(timezone(timedelta(hours=5, minutes=45)))
+    assert utc_text(shifted) == format_instant(value)
