@@ -136,9 +136,5 @@ async def test_approving_again_updates_the_approval_and_its_generation(
         "SELECT id, generation FROM approvals WHERE account_id = $1", uuid.UUID(account.id)
     )
     assert again["id"] == row["id"] and again["generation"] == 2
-    stale = await oauth.token(
-        grant_type="refresh_token",
-        refresh_token=first["refresh_token"],
-        client_id=got["reg"].client_id,
-    )
+    stale = await oauth.refresh(got, first["refresh_token"])
     assert (await stale.json())["error"] == "invalid_grant"

@@ -16,9 +16,5 @@ async def test_code_exchange_and_refresh(oauth: OAuth, account: Account) -> None
     assert tokens["token_type"] == "Bearer"
     assert 0 < tokens["expires_in"] <= 300
     assert tokens["scope"] == "n8n:read workspaces:read"
-    again = await oauth.token(
-        grant_type="refresh_token",
-        refresh_token=tokens["refresh_token"],
-        client_id=got["reg"].client_id,
-    )
+    again = await oauth.refresh(got, tokens["refresh_token"])
     assert again.status == 200, await again.text()

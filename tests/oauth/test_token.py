@@ -66,11 +66,7 @@ async def test_reused_code_is_refused_and_revokes_what_it_issued(
     assert again.status == 400 and await _error(again) == "invalid_grant"
     assert "already used" in (await again.json())["error_description"]
     assert await _mcp_status(oauth, first["access_token"]) == 401
-    refresh = await oauth.token(
-        grant_type="refresh_token",
-        refresh_token=first["refresh_token"],
-        client_id=got["reg"].client_id,
-    )
+    refresh = await oauth.refresh(got, first["refresh_token"])
     assert await _error(refresh) == "invalid_grant"
     reason = await oauth.pool.fetchval(
         "SELECT revoked_reason FROM approvals WHERE account_id = $1", uuid.UUID(account.id)
@@ -142,12 +138,7 @@ async def test_refresh_rotates_and_never_extends_the_approval(
     )
     seen = {tokens["refresh_token"]}
     for _ in range(3):
-        resp = await oauth.token(
-            grant_type="refresh_token",
-            refresh_token=tokens["refresh_token"],
-            client_id=got["reg"].client_id,
-            resource=oauth.resource,
-        )
+        resp = await oauth.refresh(got, tokens["refresh_token"], resource=oauth.resource)
         assert resp.status == 200
         tokens = await resp.json()
         assert tokens["refresh_token"] not in seen
@@ -185,11 +176,7 @@ async def test_expired_approval(oauth: OAuth, account: Account) -> None:
         "UPDATE approvals SET expires_at = now() - interval '1 second' WHERE account_id = $1",
         uuid.UUID(account.id),
     )
-    resp = await oauth.token(
-        grant_type="refresh_token",
-        refresh_token=tokens["refresh_token"],
-        client_id=got["reg"].client_id,
-    )
+    resp = await oauth.refresh(got, tokens["refresh_token"])
     assert await _error(resp) == "invalid_grant"
     assert "expired" in (await resp.json())["error_description"]
     assert await _mcp_status(oauth, tokens["access_token"]) == 401
@@ -202,11 +189,7 @@ async def test_access_token_never_outlives_the_approval(oauth: OAuth, account: A
         "UPDATE approvals SET expires_at = now() + interval '90 seconds' WHERE account_id = $1",
         uuid.UUID(account.id),
     )
-    resp = await oauth.token(
-        grant_type="refresh_token",
-        refresh_token=tokens["refresh_token"],
-        client_id=got["reg"].client_id,
-    )
+    resp = await oauth.refresh(got, tokens["refresh_token"])
     fresh = await resp.json()
     assert fresh["expires_in"] <= 90
     claims = jwt.decode(fresh["access_token"], options={"verify_signature": False})
