@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from service.auth.caller import ALL_SCOPES, Caller
 from service.config import Limits
 from service.limits.admission import Admission
-from service.limits.redis_client import make_client
+from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, make_client
 from service.metrics import Metrics
 from tests.support.services import REDIS_URL
 
@@ -160,9 +160,17 @@ async def make_admission(
     made: list[tuple[Admission, aioredis.Redis | None]] = []
 
     def build(url: str | None = REDIS_URL, **limits: Any) -> Admission:
-        client = make_client(url) if url else None
+        # On the shared Redis the tests are about the limits, not about timeouts: a generous
+        # timeout keeps a loaded machine's slow event loop from refusing spuriously. Private
+        # servers and closed ports (the degraded-mode tests) keep the production timeout.
+        timeout = limits.pop("timeout", 1.0 if url == REDIS_URL else REDIS_TIMEOUT_SECONDS)
+        client = make_client(url, timeout=timeout) if url else None
         admission = Admission(
-            replace(Limits(), **limits), redis=client, key_prefix=key_prefix, metrics=metrics
+            replace(Limits(), **limits),
+            redis=client,
+            key_prefix=key_prefix,
+            metrics=metrics,
+            timeout_seconds=timeout,
         )
         made.append((admission, client))
         return admission

