@@ -14,9 +14,9 @@ from aiohttp import web
 from service.auth.approvals import MAX_ACTIVE_APPROVALS, revoke_approval
 from service.auth.oauth.clients import redirect_host
 from service.auth.oauth.metadata import APPROVALS_PATH, SIGNOUT_PATH
-from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
-from service.auth.oauth.sessions import csrf_matches, current_session
-from service.auth.oauth.signin import signin_location
+from service.auth.oauth.pages import error_page, render, see_other
+from service.auth.oauth.sessions import current_session
+from service.auth.oauth.signin import session_form, signin_location
 from service.keys import DB_POOL
 
 REVOKE_PATH = APPROVALS_PATH + "/revoke"
@@ -62,16 +62,10 @@ async def approvals_page(request: web.Request) -> web.Response:
 
 async def revoke(request: web.Request) -> web.Response:
     """POST /approvals/revoke."""
-    session = await current_session(request)
-    form = await read_form(request)
-    if form is None:
-        return unreadable_form(request)
-    if session is None:
-        return see_other(signin_location(APPROVALS_PATH))
-    if not csrf_matches(session.csrf_token, form.get("csrf")):
-        return error_page(
-            request, "This form has expired", "Reload the Approvals page and try again.", status=403
-        )
+    got = await session_form(request, "Approvals page")
+    if isinstance(got, web.Response):
+        return got
+    session, form = got
     try:
         approval_id = uuid.UUID(str(form.get("approval_id", "")))
     except ValueError:

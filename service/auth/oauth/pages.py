@@ -90,9 +90,10 @@ def setup_pages(app: web.Application) -> None:
     app.router.add_get(STYLESHEET_PATH, stylesheet)
 
 
-async def read_form(
-    request: web.Request,
-) -> MultiDictProxy[str | bytes | bytearray | web.FileField] | None:
+Form = MultiDictProxy[str | bytes | bytearray | web.FileField]
+
+
+async def read_form(request: web.Request) -> Form | None:
     """The page's urlencoded form, or None when the body is not UTF-8 (answer it with
     `unreadable_form`; aiohttp would raise UnicodeDecodeError: a 500)."""
     try:

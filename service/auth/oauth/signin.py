@@ -20,7 +20,14 @@ from aiohttp import web
 from service.auth.oauth import sessions, throttle
 from service.auth.oauth.clients import load_client
 from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH, SIGNIN_PATH
-from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
+from service.auth.oauth.pages import (
+    Form,
+    error_page,
+    read_form,
+    render,
+    see_other,
+    unreadable_form,
+)
 from service.auth.passwords import hash_password, verify_password
 from service.keys import CONFIG, DB_POOL, METRICS
 
@@ -138,8 +145,13 @@ async def signin(request: web.Request) -> web.Response:
     return response
 
 
-async def signout(request: web.Request) -> web.Response:
-    """POST /signout (CSRF-protected like every form of a session)."""
+async def session_form(
+    request: web.Request, page: str
+) -> tuple[sessions.SignedIn, Form] | web.Response:
+    """The session and form of a POST from a signed-in page, or the answer when the form is
+    unreadable, nobody is signed in (to sign-in), or its CSRF token is not the session's
+    (`page` says what to reload). For sign-out and the Approvals page; the approval form
+    (approval.py) answers these cases itself, showing the authorization request again."""
     session = await sessions.current_session(request)
     form = await read_form(request)
     if form is None:
@@ -148,8 +160,17 @@ async def signout(request: web.Request) -> web.Response:
         return see_other(signin_location(APPROVALS_PATH))
     if not sessions.csrf_matches(session.csrf_token, form.get("csrf")):
         return error_page(
-            request, "This form has expired", "Reload the page and try again.", status=403
+            request, "This form has expired", f"Reload the {page} and try again.", status=403
         )
+    return session, form
+
+
+async def signout(request: web.Request) -> web.Response:
+    """POST /signout (CSRF-protected like every form of a session)."""
+    got = await session_form(request, "page")
+    if isinstance(got, web.Response):
+        return got
+    session, _ = got
     response = see_other(signin_location(APPROVALS_PATH))
     await sessions.end_session(request, response, session)
     return response
