@@ -14,12 +14,13 @@ import logging
 import re
 import time
 import uuid
+import weakref
 
 import asyncpg
 from aiohttp import hdrs, web
 
 from service.auth.caller import Caller
-from service.auth.tokens import AccessClaims, InvalidToken
+from service.auth.tokens import LEEWAY_SECONDS, AccessClaims, InvalidToken, TokenService
 from service.config import Config
 from service.errors import AuthError, InsufficientScope, Unavailable
 from service.keys import CALLER, CONFIG, DB_POOL, METRICS, TOKENS
@@ -75,11 +76,38 @@ def bearer_token(request: web.Request) -> str:
     return token
 
 
+# Signature checks are memoised per token service: a client reuses one access token for
+# minutes, and verifying it (JWT parsing and an Ed25519 verification) was the largest
+# self-time of the bearer check. Only tokens that verified are kept, each until its own
+# expiry (same leeway as the verification); the approval is still read on every call.
+_VERIFIED_MAX = 4096
+_verified: weakref.WeakKeyDictionary[TokenService, dict[str, AccessClaims]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def verified_claims(tokens: TokenService, token: str, now: float | None = None) -> AccessClaims:
+    """`tokens.verify(token)`, answered from memory for a token verified before that has
+    not expired since."""
+    cache = _verified.setdefault(tokens, {})
+    claims = cache.get(token)
+    current = time.time() if now is None else now
+    if claims is not None:
+        if claims.expires_at > current - LEEWAY_SECONDS:
+            return claims
+        del cache[token]
+    claims = tokens.verify(token)
+    if len(cache) >= _VERIFIED_MAX:
+        del cache[next(iter(cache))]  # the oldest entry
+    cache[token] = claims
+    return claims
+
+
 async def authenticate(request: web.Request) -> Caller:
     """Return the request's Caller (also stored in `request[CALLER]`) or raise AuthError."""
     app = request.app
     try:
-        claims = app[TOKENS].verify(bearer_token(request))
+        claims = verified_claims(app[TOKENS], bearer_token(request))
         caller = await _load_caller(app, claims)
     except InvalidToken as err:
         app[METRICS].auth_failed(err.reason)
