@@ -28,7 +28,11 @@ from typing import Any
 
 
 class ElovaError(Exception):
-    """Base of every error this service answers deliberately."""
+    """Base of every error this service answers deliberately; `message` is its text."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class ProtocolError(ElovaError):
@@ -37,7 +41,6 @@ class ProtocolError(ElovaError):
 
     def __init__(self, message: str, *, data: Any = None, http_status: int | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.data = data
         if http_status is not None:
             self.http_status = http_status
@@ -84,7 +87,6 @@ class HttpRefusal(ElovaError):
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.message = message
         self.code = code
         self.headers = headers or {}
 
@@ -125,7 +127,6 @@ class LimitExceeded(ElovaError):
         super().__init__(message or f"Too many requests: the {limit} limit is reached")
         self.limit = limit
         self.retry_after_seconds = max(1, int(retry_after_seconds))
-        self.message = str(self)
         self.headers = headers or {}  # e.g. RateLimit-Policy / RateLimit for the 429
 
 
@@ -143,7 +144,6 @@ class ToolError(ElovaError):
         retry_after_seconds: int | None = None,
     ) -> None:
         super().__init__(message)
-        self.message = message
         self.hint = hint
         self.retry_after_seconds = retry_after_seconds
 

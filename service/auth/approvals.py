@@ -32,10 +32,6 @@ REVOKE_HINT = "revoke one first with `elova-mcp approve --revoke APPROVAL_ID`"
 class ApprovalRefused(ElovaError):
     """An approval that cannot be granted as asked; the message says why, for a person."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
 
 class ApprovalLimitReached(ApprovalRefused):
     """The account already has the most active approvals; one must be revoked first."""
@@ -45,10 +41,6 @@ class GrantRefused(ElovaError):
     """A refresh token that buys nothing (OAuth `invalid_grant`)."""
 
     error = "invalid_grant"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
