@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import base64
 import itertools
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.errors import CursorStale, NotFound, ValidationError
-from service.tools.executions import utc_text
-from service.tools.shaping import format_instant
+from service.tools.executions import _DURATION, utc_text_sql
+from service.tools.shaping import duration_ms, format_instant
 from tests.support.snapshots import ABSENT, Snapshot
 from tests.tools.execution_support import Client, load, workspace_client
 
@@ -419,16 +419,25 @@ async def test_workflow_of_another_instance_gives_an_empty_page(db_pool: asyncpg
     assert page["executions"] == [] and page["nextCursor"] is None
 
 
-@given(
-    st.datetimes(
-        min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
-    ),
-    st.sampled_from([0, 1, 3]),
-)
-def test_row_instants_are_written_like_every_other_instant(value: datetime, cut: int) -> None:
-    """The rows' fast instant writer agrees with shaping.format_instant (whole seconds,
-    milliseconds, microseconds), also for an instant in another offset."""
-    value = value.replace(microsecond=value.microsecond // 10**cut * 10**cut)
-    assert utc_text(value) == format_instant(value)
-    shifted = value.astimezone(timezone(timedelta(hours=5, minutes=45)))
-    assert utc_text(shifted) == format_instant(value)
+INSTANTS = st.datetimes(
+    min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+).map(lambda v: v.replace(microsecond=v.microsecond // 1000 * 1000) if v.second % 2 else v)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(st.lists(st.tuples(INSTANTS, INSTANTS), min_size=1, max_size=40))
+async def test_row_instants_and_durations_written_in_sql_match_the_python_rules(
+    db_pool: asyncpg.Pool, pairs: list[tuple[datetime, datetime]]
+) -> None:
+    """Rows carry instants and durationMs computed by PostgreSQL: they agree with
+    shaping.format_instant and shaping.duration_ms (whole seconds, ms, µs; negative → null)."""
+    pairs += [(p[0], p[0].replace(microsecond=0)) for p in pairs]
+    query = f"""
+        SELECT {utc_text_sql("e.started_at")}, {utc_text_sql("e.stopped_at")},
+               {_DURATION}
+          FROM unnest($1::timestamptz[], $2::timestamptz[]) AS e(started_at, stopped_at)"""
+    rows = await db_pool.fetch(query, [p[0] for p in pairs], [p[1] for p in pairs])
+    for (started, stopped), row in zip(pairs, rows, strict=True):
+        assert row[0] == format_instant(started) and row[1] == format_instant(stopped)
+        assert row[2] == duration_ms(started, stopped)
