@@ -8,7 +8,6 @@
     │   ├── InvalidParams        -32602, HTTP 200 with error (unknown tool, bad params shape)
     │   ├── HeaderMismatch       -32020, HTTP 400
     │   └── UnsupportedProtocolVersion  -32022, HTTP 400
-    ├── HttpRefusal              a plain HTTP answer before JSON-RPC: 403 origin, 404 session, 413 …
     ├── AuthError                401 with WWW-Authenticate (missing, invalid or expired token)
     │   └── InsufficientScope    403 insufficient_scope
     ├── LimitExceeded            429 with Retry-After; JSON-RPC error naming the limit
@@ -72,23 +71,6 @@ class HeaderMismatch(ProtocolError):
 class UnsupportedProtocolVersion(ProtocolError):
     code = -32022
     http_status = 400
-
-
-class HttpRefusal(ElovaError):
-    """An HTTP-level refusal with an optional JSON-RPC error body that has no id."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        code: int = -32600,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.headers = headers or {}
 
 
 class AuthError(ElovaError):

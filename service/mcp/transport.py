@@ -19,7 +19,7 @@ from aiohttp import web
 
 from service.auth.bearer import authenticate, challenge
 from service.auth.caller import Caller
-from service.errors import AuthError, HttpRefusal, LimitExceeded, ProtocolError, Unavailable
+from service.errors import AuthError, LimitExceeded, ProtocolError, Unavailable
 from service.keys import ADMISSION, CALLER, CONFIG, DB_POOL, METRICS, REQUEST_ID, SESSIONS
 from service.mcp import guards
 from service.mcp import protocol as p
@@ -185,8 +185,7 @@ async def delete(request: web.Request) -> Answer:
     try:
         await request.app[SESSIONS].terminate(request.app[DB_POOL], session)
     except _STORE_ERRORS:
-        log.warning("session store unavailable", exc_info=True)
-        return _refused(503, "Service Unavailable: retry shortly", headers={RETRY_AFTER: "1"})
+        return _store_unavailable(None)
     return Answer(b"", 204)
 
 
@@ -204,8 +203,7 @@ async def _open_session(
         if await sessions.is_terminated(request.app[DB_POOL], session):
             return _session_not_found(request_id)
     except _STORE_ERRORS:
-        log.warning("session store unavailable", exc_info=True)
-        return _refused(503, "Service Unavailable: retry shortly", request_id, {RETRY_AFTER: "1"})
+        return _store_unavailable(request_id)
     header_version = request.headers.get(PROTOCOL_VERSION_HEADER)
     if not session_header_ok(header_version, session.protocol_version):
         message = (
@@ -256,8 +254,13 @@ def _protocol_error(request_id: p.RequestId | None, err: ProtocolError) -> Answe
 
 
 def _session_not_found(request_id: p.RequestId | None) -> Answer:
-    refusal = HttpRefusal(404, "Session not found: it ended or expired; send initialize again")
-    return _refused(refusal.status, refusal.message, request_id)
+    message = "Session not found: it ended or expired; send initialize again"
+    return _refused(404, message, request_id)
+
+
+def _store_unavailable(request_id: p.RequestId | None) -> Answer:
+    log.warning("session store unavailable", exc_info=True)
+    return _refused(503, "Service Unavailable: retry shortly", request_id, {RETRY_AFTER: "1"})
 
 
 def _auth_refusal(request: web.Request, err: AuthError, request_id: p.RequestId | None) -> Answer:
