@@ -391,6 +391,9 @@ async def run(settings: Settings) -> str:
         "",
         _latency_table(tool_rows),
         "",
+        f"1-minute load average at the end of the runs above: {_loadavg()} (other work shares "
+        "this machine: compare runs only at similar load).",
+        "",
         "## 3. Memory of one replica",
         "",
         f"- peak RSS sampled during sections 1 and 2: **{rss.peak_kib / 1024:.0f} MiB**; "
@@ -403,11 +406,14 @@ async def run(settings: Settings) -> str:
     return "\n".join(report) + "\n"
 
 
+def _loadavg() -> str:
+    with open("/proc/loadavg") as fh:
+        return fh.read().split()[0]
+
+
 def _machine() -> str:
     cpus = Path("/proc/cpuinfo").read_text().count("processor\t:")
-    with open("/proc/loadavg") as fh:
-        loadavg = fh.read().split()[0]
-    return f"{cpus} CPUs, load average {loadavg} at the start (other work shares the machine)"
+    return f"{cpus} CPUs, 1-minute load average {_loadavg()} at the start"
 
 
 def _profile(
@@ -467,6 +473,7 @@ def summarize_stacks(collapsed: str, top: int = 30) -> str:
     """Self and inclusive shares of the hottest frames from py-spy's collapsed stacks."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
+    writers: Counter[str] = Counter()  # who sends, when the hottest leaf is a socket write
     total = 0
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -477,6 +484,8 @@ def summarize_stacks(collapsed: str, top: int = 30) -> str:
         total += count
         if frames:
             own[_short(frames[-1])] += count
+            if _short(frames[-1]).startswith("_SelectorSocketTransport.write "):
+                writers[_caller(frames)] += count
         for frame in {_short(f) for f in frames}:
             inclusive[frame] += count
     if not total:
@@ -486,7 +495,17 @@ def summarize_stacks(collapsed: str, top: int = 30) -> str:
     lines += ["", "| inclusive % | frame (service code and its libraries) |", "| ---: | --- |"]
     picked = [(f, n) for f, n in inclusive.most_common() if "run_once" not in f][:top]
     lines += [f"| {100 * n / total:.1f} | `{f}` |" for f, n in picked]
+    lines += ["", "| % of samples | socket writes, by the code that sends |", "| ---: | --- |"]
+    lines += [f"| {100 * n / total:.1f} | `{f}` |" for f, n in writers.most_common(12)]
     return "\n".join(lines)
+
+
+def _caller(frames: list[str]) -> str:
+    """The nearest frame above a socket write that is not asyncio's own."""
+    for frame in reversed(frames[:-1]):
+        if "asyncio/" not in frame:
+            return _short(frame)
+    return "asyncio"
 
 
 def _short(frame: str) -> str:
