@@ -28,8 +28,9 @@ from service.tools.base import (
     UuidArg,
     parse_uuid,
 )
-from service.tools.common import Cost, CostCoverage, Coverage, cost_of, coverage
+from service.tools.common import Cost, CostCoverage, Coverage, cost_of
 from service.tools.cursors import check_fresh
+from service.tools.execution_scope import read_scope
 from service.tools.inventory import fit_page
 from service.tools.periods import window_start
 from service.tools.shaping import (
@@ -189,8 +190,6 @@ SELECT {_ROW_COLUMNS}, e.history
  WHERE e.id = $1 AND e.workspace_id = $2
 """
 
-_WORKSPACE = "SELECT time_zone, read_generation FROM workspaces WHERE id = $1"
-
 
 def shape_row(row: asyncpg.Record) -> ExecutionRow:
     """A stored execution as the tools return it (cost absent / null / present as stored)."""
@@ -235,40 +234,6 @@ def _micros(value: datetime) -> int:
 
 def _from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
-
-
-async def _workspace(
-    ctx: ToolContext, conn: asyncpg.Connection, workspace_id: UUID
-) -> asyncpg.Record:
-    ctx.workspace_role(workspace_id)
-    row = await conn.fetchrow(_WORKSPACE, workspace_id)
-    if row is None:
-        raise NotFound("No such workspace is granted to this connection.")
-    return row
-
-
-async def _check_filters(
-    conn: asyncpg.Connection, workspace_id: UUID, instance_id: UUID | None, workflow_id: UUID | None
-) -> bool:
-    """NOT_FOUND for an instance or workflow outside the workspace; False when no row can
-    match both (a workflow's executions all belong to its instance: the loader checks it),
-    so such a page is known empty without reading the workflow's rows."""
-    if instance_id is not None:
-        found = await conn.fetchval(
-            "SELECT 1 FROM instances WHERE id = $1 AND workspace_id = $2", instance_id, workspace_id
-        )
-        if found is None:
-            raise NotFound("No such instance in this workspace.")
-    if workflow_id is not None:
-        owner = await conn.fetchval(
-            "SELECT instance_id FROM workflows WHERE id = $1 AND workspace_id = $2",
-            workflow_id,
-            workspace_id,
-        )
-        if owner is None:
-            raise NotFound("No such workflow in this workspace.")
-        return instance_id is None or owner == instance_id
-    return True
 
 
 def _filters(
@@ -319,11 +284,11 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
         state = ctx.cursors.open(params.cursor, binding)
     # One pooled connection for every read of the call (not one checkout a statement).
     async with ctx.pool.acquire() as conn:
-        workspace = await _workspace(ctx, conn, workspace_id)
+        scope = await read_scope(ctx, conn, workspace_id, instance_id, workflow_id)
         if state is not None:
-            check_fresh(state, workspace["read_generation"])
-        can_match = await _check_filters(conn, workspace_id, instance_id, workflow_id)
-        zone_name = explicit_zone or workspace["time_zone"]
+            check_fresh(state, scope.read_generation)
+        can_match = scope.check_filters(instance_id, workflow_id)
+        zone_name = explicit_zone or scope.time_zone
         zone = resolve_zone(zone_name)
 
         after: tuple[datetime, UUID] | None = None
@@ -342,7 +307,6 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
             filters = _filters(instance_id, workflow_id, status, window, after)
             query, arguments = page_query(filters)
             rows = await conn.fetch(query, workspace_id, *arguments, limit + 1)
-        cover = await coverage(conn, workspace_id, instance_id, "executions")
     more = len(rows) > limit
     rows = rows[:limit]
     shaped = [shape_row(r) for r in rows]
@@ -358,7 +322,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
                 _micros(last["sort_at"]),
                 last["id"].bytes,
             ]
-            next_cursor = ctx.cursors.issue(binding, workspace["read_generation"], position)
+            next_cursor = ctx.cursors.issue(binding, scope.read_generation, position)
         return ManyExecutions(
             workspaceId=str(workspace_id),
             period=params.period,
@@ -366,7 +330,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
             asOf=as_of_text,
             executions=shaped[:count],
             nextCursor=next_cursor,
-            coverage=cover,
+            coverage=scope.coverage,
         )
 
     return fit_page(ctx, shaped, build)
@@ -380,12 +344,13 @@ async def get_execution(ctx: ToolContext, params: ExecutionParams) -> OneExecuti
     workspace_id = parse_uuid(params.workspaceId)
     execution_id = parse_uuid(params.executionId)
     async with ctx.pool.acquire() as conn:
-        await _workspace(ctx, conn, workspace_id)
+        scope = await read_scope(ctx, conn, workspace_id)
         row = await conn.fetchrow(_ONE, execution_id, workspace_id)
         if row is None:
             raise NotFound("No such execution in this workspace.")
-        cover = await coverage(conn, workspace_id, None, "executions")
-    out = OneExecution(workspaceId=str(workspace_id), execution=shape_row(row), coverage=cover)
+    out = OneExecution(
+        workspaceId=str(workspace_id), execution=shape_row(row), coverage=scope.coverage
+    )
     if row["history"] is not None:
         out.history = msgspec.Raw(row["history"].encode("utf-8"))
     return out

@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.errors import CursorStale, NotFound, ValidationError
+from service.tools.common import coverage
+from service.tools.execution_scope import read_scope
 from service.tools.executions import _DURATION, utc_text_sql
 from service.tools.shaping import duration_ms, format_instant
 from tests.support.snapshots import ABSENT, Snapshot
@@ -441,3 +443,26 @@ async def test_row_instants_and_durations_written_in_sql_match_the_python_rules(
     for (started, stopped), row in zip(pairs, rows, strict=True):
         assert row[0] == format_instant(started) and row[1] == format_instant(stopped)
         assert row[2] == duration_ms(started, stopped)
+
+
+async def test_scope_coverage_equals_the_shared_coverage(db_pool: asyncpg.Pool) -> None:
+    """The one-statement scope read of the execution tools reports what common.coverage does,
+    for the workspace and for each instance (truncation flags, last sync, first observed)."""
+    snap = Snapshot()
+    ws = snap.workspace()
+    full = snap.instance(ws, lastSyncAt="2025-01-15T10:00:00Z")
+    cut = snap.instance(ws, historyComplete=False, workflowInventoryTruncated=True,
+                        lastSyncAt=None)  # fmt: skip
+    idle = snap.instance(ws)
+    snap.execution(full, observedAt=at(5))
+    snap.execution(cut, observedAt=at(7))
+    empty = snap.workspace()
+    await load(db_pool, snap)
+    ctx = Client(db_pool, {UUID(ws["id"]): "owner", UUID(empty["id"]): "owner"}, NOW).context()
+    async with db_pool.acquire() as conn:
+        for workspace, instance in [(ws, None), (ws, full), (ws, cut), (ws, idle), (empty, None)]:
+            workspace_id = UUID(workspace["id"])
+            instance_id = None if instance is None else UUID(instance["id"])
+            scope = await read_scope(ctx, conn, workspace_id, instance_id)
+            assert scope.coverage == await coverage(conn, workspace_id, instance_id, "executions")
+            assert scope.instance_found is (instance is not None)
