@@ -87,7 +87,7 @@ GRANTS = ("authorization_code", "refresh_token", "operator")
 DB_OPERATIONS = frozenset(
     TOOLS | {"auth", "oauth", "approvals", "sessions", "health", "load", "other"}
 )
-REDIS_OPERATIONS = frozenset({"admit", "release", "session", "health", "other"})
+REDIS_OPERATIONS = frozenset({"admit", "release", "probe", "session", "health", "other"})
 HTTP_METHODS = frozenset({"GET", "POST", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"})
 
 # The latency SLO is "99% of tool calls under 250 ms" (docs/operations.md): 0.25 is an exact

@@ -125,11 +125,17 @@ class Admission:
 
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
         decision: Decision | None = None
-        if self._redis is not None and self._breaker.allow():
-            answer = await self._admit_shared(self._redis, request_id, caller)
-            if answer is _UNANSWERED:
-                raise self._unanswered()
-            decision = answer if isinstance(answer, Decision) else None
+        if self._redis is not None:
+            if self._breaker.state is State.CLOSED:
+                answer = await self._admit_shared(self._redis, request_id, caller)
+                if answer is _UNANSWERED:
+                    raise self._unanswered()
+                decision = answer if isinstance(answer, Decision) else None
+            else:
+                # Redis is down: this request is answered by the per-process limits. Whether
+                # Redis is back is asked by a background probe, never by a user's request,
+                # so an outage costs no refusals beyond the switch-over itself.
+                self._probe_when_due(self._redis)
         shared = decision is not None
         if decision is None:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
@@ -298,6 +304,33 @@ class Admission:
                 self._local.per_minute,
             )
             self._metrics.limiter_degraded(True)
+
+    def _probe_when_due(self, redis: aioredis.Redis) -> None:
+        """Once the breaker's cooldown has passed, ask Redis in the background (one probe at
+        a time); success closes the breaker, failure opens it for another cooldown."""
+        if not self._breaker.allow():
+            return
+
+        async def probe() -> None:
+            started = time.perf_counter()
+            try:
+                # Connections pooled before the outage point at a dead server: drop them, so
+                # the first admissions after recovery do not each fail once on a stale one.
+                await redis.connection_pool.disconnect(inuse_connections=False)
+                async with asyncio.timeout(self._timeout * 3):
+                    for script in (self._admit, self._release):
+                        script.sha = await redis.script_load(script.text)
+            except asyncio.CancelledError:
+                self._breaker.abandon()
+                raise
+            except (RedisError, OSError, TimeoutError):
+                self._metrics.redis_call("probe", time.perf_counter() - started, True)
+                self._breaker.record_failure()
+                return
+            self._metrics.redis_call("probe", time.perf_counter() - started, False)
+            self._succeeded()
+
+        self._spawn(probe())
 
     def _succeeded(self) -> None:
         self._breaker.record_success()
