@@ -162,7 +162,8 @@ async def test_script_is_reloaded_after_a_flush(
 async def test_timed_out_admission_is_compensated(
     make_admission: MakeAdmission, redis_server: RedisServer
 ) -> None:
-    admission = make_admission(redis_server.url, approval_per_minute=5)
+    # A 0.1 s timeout against a 0.4 s stall: the admission surely times out on the replica.
+    admission = make_admission(redis_server.url, approval_per_minute=5, timeout=0.1)
     caller = make_caller()
     await admission.release(await admission.acquire("warm", caller))  # script loaded, 4 left
     direct = aioredis.Redis.from_url(redis_server.url)
