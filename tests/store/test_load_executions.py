@@ -16,6 +16,7 @@ import pytest
 
 from service.store.load_executions import load_executions, median
 from service.store.loading import LoadError
+from service.store.rollups import rebuild_rollups
 from service.store.snapshot import load_snapshot
 from tests.support.snapshots import ABSENT, Snapshot, execution
 
@@ -265,3 +266,39 @@ async def test_large_snapshot_loads_quickly(conn: asyncpg.Connection) -> None:
     elapsed = time.perf_counter() - began
     assert elapsed < 20, elapsed  # measured ≈1 s on the 2-core CI machine
     assert (await summary(conn, wf))["total_executions"] == 20_000
+
+
+async def test_reload_keeps_statistics_rollups_equal_to_a_rebuild(conn: asyncpg.Connection) -> None:
+    """The upsert moves rollups by the difference: a second load that changes status, time,
+    cost and instance of some rows (and adds others) leaves both rollup tables equal to a
+    rebuild from the rows, with no emptied slot left behind."""
+    snap, ws, inst, wf = base()
+    other = snap.instance(ws)
+    rows = [
+        snap.execution(inst, wf, status="error" if i % 3 else "success",
+                       startedAt=f"2025-01-{1 + i % 9:02d}T{i % 24:02d}:{i % 4 * 15:02d}:00Z",
+                       cost={"amount": f"0.{i:03d}"} if i % 2 else ABSENT)
+        for i in range(60)
+    ]  # fmt: skip
+    await load_snapshot(conn, snap.document())
+    for i, row in enumerate(rows[:30]):
+        started = None if i % 5 == 0 else f"2024-12-{1 + i % 20:02d}T03:07:00Z"
+        row.update(status="crashed", cost=None, startedAt=started, createdAt=None,
+                   instanceId=other["id"], workflowId=None)  # fmt: skip
+    snap.execution(other, startedAt="2025-01-20T00:00:00Z")
+    await load_snapshot(conn, snap.document())
+
+    async def tables() -> list[list[tuple[Any, ...]]]:
+        return [
+            [tuple(r) for r in await conn.fetch(
+                f"SELECT * FROM {t} WHERE workspace_id = $1 ORDER BY slot, instance_id",
+                UUID(ws["id"]))]
+            for t in ("execution_rollups", "execution_rollups_daily")
+        ]  # fmt: skip
+
+    maintained = await tables()
+    assert all(row[3] > 0 for table in maintained for row in table)  # executions > 0
+    assert sum(row[3] for row in maintained[1]) == 61
+    async with conn.transaction():
+        await rebuild_rollups(conn, [UUID(ws["id"])])
+        assert await tables() == maintained
