@@ -78,17 +78,18 @@ async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
     workspace_id = parse_uuid(params.workspaceId)
     zone = resolve_zone(params.timeZone)  # precedence: the zone before NOT_FOUND
     ctx.workspace_role(workspace_id)
-    workspace = await ctx.pool.fetchrow(_WORKSPACE, workspace_id)
-    if workspace is None:
-        raise NotFound("No such workspace is granted to this connection.")
     as_of = ctx.now.astimezone(UTC)
     async with ctx.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
-        # One snapshot for every count, so totals, buckets and excluded agree. The segment
-        # statement's row estimate (unknown ranges) is far above what it reads (thousands of
-        # rollup rows): without this, JIT compilation alone would cost ~70 ms a call.
+        # One connection and one snapshot for every read, so totals, buckets and excluded
+        # agree. The segment statement's row estimate (unknown ranges) is far above what it
+        # reads (thousands of rollup rows): without this, JIT compilation alone would cost
+        # ~70 ms a call.
         await conn.execute("SET LOCAL jit = off")
+        workspace = await conn.fetchrow(_WORKSPACE, workspace_id)
+        if workspace is None:
+            raise NotFound("No such workspace is granted to this connection.")
         counts = await rollup_counts(conn, workspace_id, params.period, as_of, zone)
-    cover = await coverage(ctx.pool, workspace_id, None, "executions")
+        cover = await coverage(conn, workspace_id, None, "executions")
 
     totals = counts.totals
     cost, cost_coverage = _cost(totals)

@@ -156,7 +156,8 @@ _ROLLUP_SUMS = """
 # in their days): the `all` totals, and what `excludedExecutions` counts from.
 _WHOLE = f"""
 SELECT {_ROLLUP_SUMS},
-       coalesce(sum(x.executions) FILTER (WHERE x.slot = '-infinity'), 0)::bigint AS undated
+       coalesce(sum(x.executions) FILTER (WHERE x.slot = '-infinity'), 0)::bigint AS undated,
+       (SELECT min(sort_at) FROM executions WHERE workspace_id = $1 AND dated) AS first_dated
   FROM execution_rollups_daily x
  WHERE x.workspace_id = $1
 """
@@ -240,10 +241,7 @@ async def rollup_counts(
     """The same Counts as raw_counts, from the rollups plus the partial slot at asOf (call
     inside one REPEATABLE READ transaction)."""
     whole = await conn.fetchrow(_WHOLE, workspace_id)
-    first_dated = None
-    if period == "all":
-        first_dated = await conn.fetchval(_FIRST_DATED, workspace_id)
-    starts = buckets_for(period, as_of, zone, first_dated).starts
+    starts = buckets_for(period, as_of, zone, whole["first_dated"]).starts
     if not all(aligned(s) for s in starts):
         return await raw_counts(conn, workspace_id, period, as_of, zone)
     edge = micros(as_of) // SLOT_US * SLOT_US  # the slot holding asOf is read from the rows
