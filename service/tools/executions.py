@@ -140,6 +140,11 @@ _ROW_COLUMNS = f"{_EXECUTION_COLUMNS}, i.name AS instance_name"
 # filter combination, so every prepared plan can use the matching index for the keyset.
 _PAGE_CONDITIONS = {
     "instance": "e.instance_id = ${}",
+    # With a workflow filter, the workflow's (…, status, sort_at, id) index must lead: a
+    # workflow lies in one instance, so the instance test only drops rows of a workflow that
+    # moved; written so that no index can serve it (measured: a small workflow in a large
+    # instance otherwise walked 137 000 of the instance's error rows for an empty page).
+    "instance_check": "(e.instance_id = ${}) IS TRUE",
     "workflow": "e.workflow_id = ${}",
     "status": "e.status = ${}",
     "window": "e.dated AND e.sort_at >= ${} AND e.sort_at <= ${}",
@@ -245,7 +250,7 @@ def _filters(
 ) -> dict[str, tuple[Any, ...]]:
     filters: dict[str, tuple[Any, ...]] = {}
     if instance_id is not None:
-        filters["instance"] = (instance_id,)
+        filters["instance" if workflow_id is None else "instance_check"] = (instance_id,)
     if workflow_id is not None:
         filters["workflow"] = (workflow_id,)
     if status == "failed":
