@@ -368,3 +368,29 @@ async def test_response_bound_shortens_pages_never_empty(
             break
     total = 20 if extra is None else 40
     assert len(seen) == len(set(seen)) == total
+
+
+async def test_a_changed_eligible_set_invalidates_cursors(audit: AuditFactory) -> None:
+    snap = Snapshot()
+    ws1, ws2 = snap.workspace(name="one"), snap.workspace(name="two")
+    inst = snap.instance(ws1)
+    for _ in range(3):
+        snap.execution(inst)
+    a = await audit(snap)
+    ws_cursor = (await a.ok("get_many_workspaces", {"limit": 1}))["nextCursor"]
+    ex_args = {"workspaceId": ws1["id"], "limit": 1}
+    ex_cursor = (await a.ok("get_many_executions", ex_args))["nextCursor"]
+    owner = ws1["members"][0]["accountId"]
+    async with a.client.app[DB_POOL].acquire() as conn:
+        await conn.execute(
+            "DELETE FROM memberships WHERE account_id = $1 AND workspace_id = $2",
+            uuid.UUID(owner),
+            uuid.UUID(ws2["id"]),
+        )
+    err = await a.error("get_many_workspaces", {"limit": 1, "cursor": ws_cursor})
+    assert err["code"] == "VALIDATION_ERROR"
+    err = await a.error("get_many_executions", {**ex_args, "cursor": ex_cursor})
+    assert err["code"] == "VALIDATION_ERROR"
+    err = await a.error("get_workspace", {"workspaceId": ws2["id"]})
+    assert err["code"] == "NOT_FOUND"
+    assert [w["id"] for w in (await a.ok("get_many_workspaces", {}))["workspaces"]] == [ws1["id"]]

@@ -152,3 +152,44 @@ async def test_unavailable_and_expired_history_has_no_nodes(audit: AuditFactory)
     for availability in ("unavailable", "expired"):
         report = await _report(audit, _history([_node(0, [_run(0)])], availability=availability))
         assert report["nodes"] == [] and report["availability"] == availability
+
+
+DIRTY = "a\x00b\x01c\x7fd\x85e"
+C0_DEL = "a\ufffdb\ufffdc\ufffdd\x85e"
+NUL_ONLY = "a\ufffdb\x01c\x7fd\x85e"
+
+
+async def test_every_history_string_is_sanitised_by_its_own_pattern(audit: AuditFactory) -> None:
+    run = _run(0, usage=1)
+    run["usage"][0].update(id="u" + DIRTY, model="m" + DIRTY, provider="p" + DIRTY)
+    history = _history([_node(0, [run])], pinned=0)
+    history.update(
+        reason="r" + DIRTY,
+        workflowVersionId="v" + DIRTY,
+        executionError={"name": "n" + DIRTY, "message": "x" + DIRTY},
+        failure={"nodeId": "f" + DIRTY, "runId": "g" + DIRTY},
+    )
+    history["pinning"]["pinnedNodeIds"] = ["p" + DIRTY]
+    report = await _report(audit, history)
+    usage = report["nodes"][0]["runs"][0]["usage"][0]
+    assert (usage["id"], usage["model"], usage["provider"]) == (
+        "u" + C0_DEL,
+        "m" + NUL_ONLY,
+        "p" + NUL_ONLY,
+    )
+    assert report["reason"] == "r" + NUL_ONLY
+    assert report["workflowVersionId"] == "v" + C0_DEL
+    assert report["executionError"] == {"name": "n" + NUL_ONLY, "message": "x" + NUL_ONLY}
+    assert report["failure"] == {"nodeId": "f" + C0_DEL, "runId": "g" + C0_DEL}
+    assert report["pinning"]["pinnedNodeIds"] == ["p" + C0_DEL]
+    assert report["truncated"] is False
+
+
+async def test_history_strings_past_max_length_are_cut_and_flagged(audit: AuditFactory) -> None:
+    run = _run(0, usage=1)
+    run["usage"][0]["model"] = "\U0001f600" * 201
+    report = await _report(audit, _history([_node(0, [run])]))
+    assert report["nodes"][0]["runs"][0]["usage"][0]["model"] == "\U0001f600" * 200
+    assert report["truncated"] is True and report["availability"] == "partial"
+    report = await _report(audit, {**_history([]), "reason": "r" * 301})
+    assert report["reason"] == "r" * 300 and report["truncated"] is True
