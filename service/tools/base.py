@@ -8,7 +8,6 @@ the deadline and encodes the result; handlers only read records and shape them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +19,7 @@ import msgspec
 
 from service.auth.caller import Caller
 from service.errors import NotFound, ValidationError
+from service.tools.arguments import explain
 from service.tools.cursors import CursorCodec
 
 P = TypeVar("P", bound=msgspec.Struct)
@@ -45,7 +45,7 @@ class Params(msgspec.Struct, forbid_unknown_fields=True, frozen=False):
         limit = getattr(self, "limit", None)
         if isinstance(limit, float):
             if not limit.is_integer():
-                raise ValueError("`limit` must be a whole number from 1 to 50")
+                raise ValueError("`limit` must be a whole number from 1 to 50.")
             # setattr: `limit` is declared by each tool's Params subclass, not by this base.
             setattr(self, "limit", int(limit))  # noqa: B010
 
@@ -105,26 +105,12 @@ class Tool(Generic[P]):
         try:
             return msgspec.json.decode(raw_arguments, type=self.params)
         except msgspec.ValidationError as err:
-            raise ValidationError(_friendly(str(err)), hint=_HINT) from err
+            message, hint = explain(self.name, str(err))
+            raise ValidationError(message, hint=hint) from err
         except msgspec.DecodeError as err:
-            raise ValidationError("The arguments are not valid JSON.", hint=_HINT) from err
-
-
-_HINT = "Send only the arguments the tool's inputSchema declares, with their types and bounds."
-_AT = re.compile(r"^(?P<msg>.*?) - at `\$\.(?P<path>[^`]*)`$")
-
-
-def _friendly(message: str) -> str:
-    """msgspec's 'Expected `int` >= 1 - at `$.limit`' → 'limit: expected `int` >= 1'."""
-    match = _AT.match(message)
-    if match:
-        msg = match.group("msg")
-        return f"`{match.group('path')}`: {msg[:1].lower()}{msg[1:]}"
-    if message.startswith("Object "):
-        return "The arguments o" + message[1:].replace("Object", "bject", 1)
-    if message.startswith("Expected `object`"):
-        return "The arguments must be a JSON object."
-    return message
+            raise ValidationError(
+                "The arguments are not valid JSON.", hint="Send the arguments as a JSON object."
+            ) from err
 
 
 def parse_uuid(value: str) -> UUID:
