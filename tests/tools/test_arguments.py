@@ -40,7 +40,9 @@ WS = '"workspaceId":"11111111-1111-4111-8111-111111111111"'
          "`timeZone` must be a string of 1 to 100 characters.", "IANA"),
     ],
 )  # fmt: skip
-def test_bad_arguments_are_explained(tool: str, arguments: str, message: str, hint_has: str) -> None:
+def test_bad_arguments_are_explained(
+    tool: str, arguments: str, message: str, hint_has: str
+) -> None:
     with pytest.raises(ValidationError) as refused:
         all_tools()[tool].decode(arguments.encode())
     assert refused.value.message == message
