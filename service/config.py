@@ -133,7 +133,10 @@ def _parse(env: Mapping[str, str], name: str, conv: Callable[[str], T], default:
     try:
         return conv(raw)
     except (ValueError, TypeError) as err:
-        raise ConfigError(f"{name} is malformed: {err}") from err
+        reason = str(err)
+        if reason.startswith(("invalid literal", "could not convert")):
+            reason = f"expected a number, got {raw!r}"  # int()/float()'s own words
+        raise ConfigError(f"{name} is malformed: {reason}") from err
 
 
 def _required(env: Mapping[str, str], name: str, conv: Callable[[str], T]) -> T:

@@ -91,7 +91,7 @@ def render(b: Banner) -> str:
         f"      -d client_id={b.client_id} -d refresh_token={b.refresh_token}",
         "",
         "  A new access token at any time, while this runs (renews the demo approval, so",
-        "  earlier refresh tokens stop working):",
+        "  the tokens printed earlier stop working):",
         "    " + approve_command(b).replace("\n", "\n    "),
         "",
         "  Connect a client (details: docs/connecting.md):",

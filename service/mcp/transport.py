@@ -58,8 +58,15 @@ async def handle(request: web.Request) -> web.StreamResponse:
     request[REQUEST_ID] = rid
     cfg = request.app[CONFIG]
     origin = request.headers.get(ORIGIN)
-    if not guards.origin_ok(origin, cfg) or not guards.host_ok(request.headers.get(HOST), cfg):
-        return _reply(request, Answer(_no_id(-32600, "Forbidden: origin not allowed"), 403))
+    if not guards.origin_ok(origin, cfg):
+        message = f"Forbidden: Origin {origin!r} is not allowed (see ELOVA_ALLOWED_ORIGINS)"
+        return _reply(request, Answer(_no_id(-32600, message[:300]), 403))
+    if not guards.host_ok(request.headers.get(HOST), cfg):
+        message = (
+            f"Forbidden: Host {request.headers.get(HOST)!r} is not this service's host"
+            " (see ELOVA_PUBLIC_URL)"
+        )
+        return _reply(request, Answer(_no_id(-32600, message[:300]), 403))
     if request.method == "POST":
         return _reply(request, await post(request, rid))
     if request.method == "DELETE":
