@@ -44,12 +44,12 @@ def explain(tool: str, failure: str) -> tuple[str, str]:
         return f"Missing required argument `{name}`.", prop.get("description", _GENERIC_HINT)
     if failure.startswith("Expected `object`"):
         return "The arguments must be a JSON object.", f"{tool} accepts {accepted}."
-    match = _AT.match(failure)
-    name = match.group("path") if match else _leading_name(failure, properties)
-    prop = properties.get(name) if name else None
-    if prop is None:
+    at = _AT.match(failure)
+    name = at.group("path") if at else _leading_name(failure, properties)
+    argument = properties.get(name) if name else None
+    if name is None or argument is None:
         return failure, _GENERIC_HINT
-    return _requirement(name, prop), prop.get("description", _GENERIC_HINT)
+    return _requirement(name, argument), argument.get("description", _GENERIC_HINT)
 
 
 def _leading_name(failure: str, properties: dict[str, dict[str, Any]]) -> str | None:
