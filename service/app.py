@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from aiohttp import web
 
 from service.config import Config
-from service.keys import CONFIG
+from service.keys import CLOCK, CONFIG
+
+
+def wall_clock() -> datetime:
+    return datetime.now(UTC)
 
 
 def create_app(cfg: Config) -> web.Application:
@@ -18,6 +24,7 @@ def create_app(cfg: Config) -> web.Application:
 
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[CONFIG] = cfg
+    app[CLOCK] = wall_clock
     metrics.setup_metrics(app)  # first: every later resource may record into it
     app.cleanup_ctx.append(pool_ctx)
     setup_limits(app)  # Redis connection and the admission limiter

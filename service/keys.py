@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -28,6 +30,9 @@ CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")
 ADMISSION: web.AppKey[Admission] = web.AppKey("admission")
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
 SESSIONS: web.AppKey[SessionStore] = web.AppKey("sessions")
+# The instant a tool call reads as "now" (asOf, period windows). Production: the wall clock;
+# tests set it to pin a day (a DST change, a month boundary) end to end over the wire.
+CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
 
 # Per request: the authenticated caller, set by the bearer check on /mcp.
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -25,7 +24,7 @@ from service.errors import (
     ToolError,
     Unavailable,
 )
-from service.keys import CATALOG, CONFIG, CURSORS, DB_POOL, METRICS
+from service.keys import CATALOG, CLOCK, CONFIG, CURSORS, DB_POOL, METRICS
 from service.mcp import protocol as p
 from service.mcp.rpc import Answer, Call, decode_params, modern_meta
 from service.tools.base import ToolContext
@@ -71,7 +70,7 @@ async def call_tool(call: Call) -> Answer:
             pool=call.app[DB_POOL],
             caller=call.caller,
             cursors=call.app[CURSORS],
-            now=datetime.now(UTC),
+            now=call.app[CLOCK](),
             max_response_bytes=limit,
             response_overhead=response_overhead(call),
         )
