@@ -50,7 +50,8 @@ def shorten(text: str, limit: int) -> tuple[str, bool]:
 def format_instant(value: datetime) -> str:
     """A stored instant as RFC 3339 in UTC: 2025-01-15T09:00:01.500Z (ms, or µs when needed)."""
     value = value.astimezone(UTC)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    # isoformat, not strftime: %Y does not zero-pad years before 1000 (RFC 3339 needs 4 digits)
+    base = value.replace(tzinfo=None, microsecond=0).isoformat()
     micro = value.microsecond
     if micro == 0:
         return base + "Z"
@@ -72,7 +73,7 @@ def format_local(value: datetime, zone: ZoneInfo) -> str:
     total = int(offset.total_seconds()) // 60
     sign = "+" if total >= 0 else "-"
     hours, minutes = divmod(abs(total), 60)
-    base = local.strftime("%Y-%m-%dT%H:%M:%S")
+    base = local.replace(tzinfo=None, microsecond=0).isoformat()
     micro = local.microsecond
     frac = "" if micro == 0 else (f".{micro // 1000:03d}" if micro % 1000 == 0 else f".{micro:06d}")
     return f"{base}{frac}{sign}{hours:02d}:{minutes:02d}"
