@@ -70,7 +70,8 @@ def _parse_uuid(raw: str, what: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise ApprovalRefused(f"{raw!r} is not a {what} id (a UUID)") from None
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise ApprovalRefused(f"{raw!r} is not {article} {what} id (a UUID)") from None
 
 
 async def _account_id(conn: asyncpg.Connection, email: str) -> uuid.UUID:
