@@ -204,15 +204,22 @@ class TokenService:
                 options={"require": _REQUIRED, "strict_aud": True},
             )
         except jwt.ExpiredSignatureError as err:
-            raise InvalidToken("The access token has expired", reason="expired") from err
+            raise InvalidToken(
+                f"The access token has expired: refresh it at {self._issuer}/token",
+                reason="expired",
+            ) from err
         except jwt.ImmatureSignatureError as err:
             raise InvalidToken("The access token is not valid yet", reason="expired") from err
         except jwt.InvalidAudienceError as err:
             raise InvalidToken(
-                "The access token is not meant for this resource", reason="audience"
+                f"The access token is not meant for this resource ({self._audience})",
+                reason="audience",
             ) from err
         except jwt.InvalidIssuerError as err:
-            raise InvalidToken("The access token has an unknown issuer", reason="issuer") from err
+            raise InvalidToken(
+                f"The access token has an unknown issuer (this service issues as {self._issuer})",
+                reason="issuer",
+            ) from err
         except jwt.InvalidSignatureError as err:
             raise InvalidToken("The access token signature is invalid", reason="signature") from err
         except jwt.PyJWTError as err:
