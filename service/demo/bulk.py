@@ -38,7 +38,7 @@ from service.demo.catalog import MODELS, TEMPLATES, Template
 from service.demo.common import Json, n8n_workflow_id, stable_rng, stable_uuid
 from service.demo.history import Outcome, report, unavailable
 from service.demo.setup import workflow_nodes
-from service.demo.usage import Call, _price, cost_fields
+from service.demo.usage import Call, cost_fields, priced_call, unreported_call
 from service.store.load_executions import COST_ABSENT, COST_NULL, COST_PRESENT
 from service.store.load_inventory import NodeIn, clean_nodes
 from service.tools.history import HistoryIn, bound_history
@@ -429,13 +429,8 @@ def _model_call(rng: random.Random, model_key: str) -> Call:
     calls are made here, and its per-character id draws dominated the generator's time."""
     model = MODELS[model_key]
     draw = rng.random()
-    nothing: Json = {"inputTokens": None, "outputTokens": None, "totalTokens": None,
-                     "cachedInputTokens": None, "reasoningTokens": None}  # fmt: skip
     if draw < 0.05:
-        row = {"id": None, "model": model.name, "modelSource": "requested",
-               "provider": model.provider, "kind": "unknown", "pinned": None,
-               **nothing}  # fmt: skip
-        return Call(row, None, "excluded")
+        return unreported_call(model)
     embedding = model_key == "embedding"
     r = rng.random
     tokens_in = int(math.exp((8.0 if embedding else 7.2) + 0.6 * _Z[int(r() * _QUANTILES)])) + 20
@@ -445,22 +440,8 @@ def _model_call(rng: random.Random, model_key: str) -> Call:
     kind = "estimated" if draw < 0.1 else "reported"
     token = f"{rng.getrandbits(96):024x}"
     prefix = "msg_01" if model.provider == "anthropic" else "chatcmpl-"
-    row = {
-        "id": prefix + token if kind == "reported" else None,
-        "model": model.name,
-        "modelSource": "reported" if kind == "reported" else "requested",
-        "provider": model.provider,
-        "kind": kind,
-        "pinned": None,
-        "inputTokens": tokens_in,
-        "outputTokens": tokens_out,
-        "totalTokens": tokens_in + (tokens_out or 0),
-        "cachedInputTokens": cached,
-        "reasoningTokens": reasoning,
-    }
-    if model.input_price is None:
-        return Call(row, None, "unresolved")
-    return Call(row, _price(model, tokens_in, tokens_out, cached), "priced")
+    row_id = prefix + token if kind == "reported" else None
+    return priced_call(model, kind, row_id, tokens_in, tokens_out, cached, reasoning)
 
 
 def _rng_uuid(rng: random.Random) -> str:

@@ -31,7 +31,8 @@ def _row_id(rng: random.Random, model: Model) -> str:
     return f"msg_01{token}" if model.provider == "anthropic" else f"chatcmpl-{token}"
 
 
-def _unreported(model: Model) -> Call:
+def unreported_call(model: Model) -> Call:
+    """A call whose usage was not reported: no counts, no price (excluded)."""
     row: Json = {
         "id": None,
         "model": model.name,
@@ -58,20 +59,19 @@ def _price(model: Model, tokens_in: int, tokens_out: int | None, cached: int | N
     return amount / MILLION
 
 
-def model_call(rng: random.Random, model_key: str) -> Call:
-    """One call of the model: mostly reported counts, sometimes estimated or unreported."""
-    model = MODELS[model_key]
-    draw = rng.random()
-    if draw < 0.05:
-        return _unreported(model)
-    embedding = model_key == "embedding"
-    tokens_in = int(rng.lognormvariate(7.2 if not embedding else 8.0, 0.6)) + 20
-    tokens_out = None if embedding else int(rng.lognormvariate(5.3, 0.7)) + 5
-    cached = None if embedding or rng.random() < 0.4 else int(tokens_in * rng.uniform(0, 0.6))
-    reasoning = int((tokens_out or 0) * rng.uniform(0.3, 0.8)) if model.reasoning else None
-    kind = "estimated" if draw < 0.1 else "reported"
+def priced_call(
+    model: Model,
+    kind: str,
+    row_id: str | None,
+    tokens_in: int,
+    tokens_out: int | None,
+    cached: int | None,
+    reasoning: int | None,
+) -> Call:
+    """The usage row and reference price of one reported or estimated call (draws nothing:
+    both the demo and the bulk generator draw the counts their own way, then call this)."""
     row: Json = {
-        "id": _row_id(rng, model) if kind == "reported" else None,
+        "id": row_id,
         "model": model.name,
         "modelSource": "reported" if kind == "reported" else "requested",
         "provider": model.provider,
@@ -86,6 +86,22 @@ def model_call(rng: random.Random, model_key: str) -> Call:
     if model.input_price is None:
         return Call(row, None, "unresolved")
     return Call(row, _price(model, tokens_in, tokens_out, cached), "priced")
+
+
+def model_call(rng: random.Random, model_key: str) -> Call:
+    """One call of the model: mostly reported counts, sometimes estimated or unreported."""
+    model = MODELS[model_key]
+    draw = rng.random()
+    if draw < 0.05:
+        return unreported_call(model)
+    embedding = model_key == "embedding"
+    tokens_in = int(rng.lognormvariate(7.2 if not embedding else 8.0, 0.6)) + 20
+    tokens_out = None if embedding else int(rng.lognormvariate(5.3, 0.7)) + 5
+    cached = None if embedding or rng.random() < 0.4 else int(tokens_in * rng.uniform(0, 0.6))
+    reasoning = int((tokens_out or 0) * rng.uniform(0.3, 0.8)) if model.reasoning else None
+    kind = "estimated" if draw < 0.1 else "reported"
+    row_id = _row_id(rng, model) if kind == "reported" else None
+    return priced_call(model, kind, row_id, tokens_in, tokens_out, cached, reasoning)
 
 
 def cost_fields(calls: list[Call], *, pending: bool, with_missing_mapping: bool) -> Json:
