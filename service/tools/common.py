@@ -9,6 +9,7 @@ of the instances in scope; `executionsTruncated` when an instance in scope has
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 from uuid import UUID
@@ -54,14 +55,17 @@ class CostCoverage(Output):
 
 Records = Literal["executions", "workflows"]
 
-_INSTANCE_SIDE = """
+# The two halves of coverage for workspace $1 and the optional instance $2, as SQL other
+# statements embed (service/tools/execution_scope.py reads them with the workspace in one
+# round trip): the instance side (one row) and the earliest observedAt of the records read.
+INSTANCE_SIDE_SQL = """
     SELECT max(last_sync_at) AS last_sync,
            coalesce(bool_or(NOT history_complete), false) AS executions_truncated,
            coalesce(bool_or(workflow_inventory_truncated), false) AS workflows_truncated
       FROM instances
      WHERE workspace_id = $1 AND ($2::uuid IS NULL OR id = $2)
 """
-_FIRST_OBSERVED = {
+FIRST_OBSERVED_SQL: dict[Records, str] = {
     "executions": """
         SELECT min(observed_at) FROM executions
          WHERE workspace_id = $1 AND ($2::uuid IS NULL OR instance_id = $2)""",
@@ -71,21 +75,30 @@ _FIRST_OBSERVED = {
 }
 
 
+def coverage_of(
+    first_observed: datetime | None,
+    last_sync: datetime | None,
+    executions_truncated: bool,
+    workflows_truncated: bool,
+) -> Coverage:
+    return Coverage(
+        firstObservedAt=None if first_observed is None else format_instant(first_observed),
+        lastSuccessfulSyncAt=None if last_sync is None else format_instant(last_sync),
+        partial=True,
+        workflowsTruncated=bool(workflows_truncated),
+        executionsTruncated=bool(executions_truncated),
+    )
+
+
 async def coverage(
     conn: asyncpg.Connection | asyncpg.Pool,
     workspace_id: UUID,
     instance_id: UUID | None,
     records: Records,
 ) -> Coverage:
-    side = await conn.fetchrow(_INSTANCE_SIDE, workspace_id, instance_id)
-    first = await conn.fetchval(_FIRST_OBSERVED[records], workspace_id, instance_id)
+    side = await conn.fetchrow(INSTANCE_SIDE_SQL, workspace_id, instance_id)
+    first = await conn.fetchval(FIRST_OBSERVED_SQL[records], workspace_id, instance_id)
     assert side is not None
-    return Coverage(
-        firstObservedAt=None if first is None else format_instant(first),
-        lastSuccessfulSyncAt=(
-            None if side["last_sync"] is None else format_instant(side["last_sync"])
-        ),
-        partial=True,
-        workflowsTruncated=bool(side["workflows_truncated"]),
-        executionsTruncated=bool(side["executions_truncated"]),
+    return coverage_of(
+        first, side["last_sync"], side["executions_truncated"], side["workflows_truncated"]
     )

@@ -1,6 +1,6 @@
 """What the execution tools read before their rows, in one statement: the workspace (zone,
-read generation), whether the instanceId / workflowId filters belong to it, and the
-coverage of the scope (SEMANTICS §2, the same values service.tools.common.coverage reads).
+read generation, poll interval), whether the instanceId / workflowId filters belong to it, and the
+coverage of the scope (SEMANTICS §2, with service.tools.common's own SQL for it).
 
 One round trip instead of four on the hot path of get_many_executions. Checks stay in the
 order of SEMANTICS §9: the caller reads `read_generation` (cursor staleness) before calling
@@ -16,23 +16,15 @@ import asyncpg
 
 from service.errors import NotFound
 from service.tools.base import ToolContext
-from service.tools.common import Coverage
-from service.tools.shaping import format_instant
+from service.tools.common import FIRST_OBSERVED_SQL, INSTANCE_SIDE_SQL, Coverage, coverage_of
 
-_SCOPE = """
-SELECT w.time_zone, w.read_generation,
+_SCOPE = f"""
+SELECT w.time_zone, w.read_generation, w.execution_poll_interval_seconds,
        (SELECT true FROM instances WHERE id = $2 AND workspace_id = $1) AS instance_found,
        (SELECT instance_id FROM workflows WHERE id = $3 AND workspace_id = $1) AS workflow_instance,
        s.last_sync, s.executions_truncated, s.workflows_truncated,
-       (SELECT min(observed_at) FROM executions
-         WHERE workspace_id = $1 AND ($2::uuid IS NULL OR instance_id = $2)) AS first_observed
-  FROM workspaces w,
-       LATERAL (SELECT max(last_sync_at) AS last_sync,
-                       coalesce(bool_or(NOT history_complete), false) AS executions_truncated,
-                       coalesce(bool_or(workflow_inventory_truncated), false)
-                           AS workflows_truncated
-                  FROM instances
-                 WHERE workspace_id = $1 AND ($2::uuid IS NULL OR id = $2)) s
+       ({FIRST_OBSERVED_SQL["executions"]}) AS first_observed
+  FROM workspaces w, LATERAL ({INSTANCE_SIDE_SQL}) s
  WHERE w.id = $1
 """
 
@@ -41,6 +33,7 @@ SELECT w.time_zone, w.read_generation,
 class ExecutionScope:
     time_zone: str
     read_generation: int
+    poll_interval_seconds: int
     coverage: Coverage
     instance_found: bool
     workflow_instance: UUID | None
@@ -70,16 +63,15 @@ async def read_scope(
     row = await conn.fetchrow(_SCOPE, workspace_id, instance_id, workflow_id)
     if row is None:
         raise NotFound("No such workspace is granted to this connection.")
-    first, last = row["first_observed"], row["last_sync"]
     return ExecutionScope(
         time_zone=row["time_zone"],
         read_generation=row["read_generation"],
-        coverage=Coverage(
-            firstObservedAt=None if first is None else format_instant(first),
-            lastSuccessfulSyncAt=None if last is None else format_instant(last),
-            partial=True,
-            workflowsTruncated=bool(row["workflows_truncated"]),
-            executionsTruncated=bool(row["executions_truncated"]),
+        poll_interval_seconds=row["execution_poll_interval_seconds"],
+        coverage=coverage_of(
+            row["first_observed"],
+            row["last_sync"],
+            row["executions_truncated"],
+            row["workflows_truncated"],
         ),
         instance_found=bool(row["instance_found"]),
         workflow_instance=row["workflow_instance"],

@@ -13,7 +13,6 @@ from typing import Any
 
 import msgspec
 
-from service.errors import NotFound
 from service.tools.base import (
     Output,
     Params,
@@ -24,7 +23,8 @@ from service.tools.base import (
     UuidArg,
     parse_uuid,
 )
-from service.tools.common import Cost, CostCoverage, Coverage, cost_of, coverage
+from service.tools.common import Cost, CostCoverage, Coverage, cost_of
+from service.tools.execution_scope import read_scope
 from service.tools.shaping import amount_fits, format_local, resolve_zone
 from service.tools.stats_counts import Sums, rollup_counts
 
@@ -71,25 +71,16 @@ class Stats(Output):
     costCoverage: CostCoverage | msgspec.UnsetType = msgspec.UNSET
 
 
-_WORKSPACE = "SELECT read_generation, execution_poll_interval_seconds FROM workspaces WHERE id = $1"
-
-
 async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
     workspace_id = parse_uuid(params.workspaceId)
     zone = resolve_zone(params.timeZone)  # precedence: the zone before NOT_FOUND
-    ctx.workspace_role(workspace_id)
     as_of = ctx.now.astimezone(UTC)
     async with ctx.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
         # One connection and one snapshot for every read, so totals, buckets and excluded
-        # agree. The segment statement's row estimate (unknown ranges) is far above what it
-        # reads (thousands of rollup rows): without this, JIT compilation alone would cost
-        # ~70 ms a call.
-        await conn.execute("SET LOCAL jit = off")
-        workspace = await conn.fetchrow(_WORKSPACE, workspace_id)
-        if workspace is None:
-            raise NotFound("No such workspace is granted to this connection.")
+        # agree. (JIT is off for the pool's connections — service/store/db.py: the segment
+        # statement's row estimate is far above what it reads, and compiling cost ~70 ms.)
+        scope = await read_scope(ctx, conn, workspace_id)  # NOT_FOUND for another workspace
         counts = await rollup_counts(conn, workspace_id, params.period, as_of, zone)
-        cover = await coverage(conn, workspace_id, None, "executions")
 
     totals = counts.totals
     cost, cost_coverage = _cost(totals)
@@ -118,8 +109,8 @@ async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
         cost=cost,
         costCoverage=cost_coverage,
         usage=None,
-        coverage=cover,
-        sync=Sync(executionPollIntervalSeconds=workspace["execution_poll_interval_seconds"]),
+        coverage=scope.coverage,
+        sync=Sync(executionPollIntervalSeconds=scope.poll_interval_seconds),
     )
 
 
