@@ -30,11 +30,11 @@ from service.config import Config
 from service.keys import DB_POOL, TOKENS
 from service.store.snapshot import load_snapshot
 from tests.support.approvals import Member, granted
+from tests.support.mcp_wire import tool_call
 from tests.support.snapshots import Snapshot, member
 
 SPEC = Path("/work/shared/spec/elova-tools.json")
 LOCAL_CATALOG = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
-MODERN = "2026-07-28"
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 
 
@@ -59,28 +59,7 @@ class Audit:
         self.token = token
 
     async def raw(self, name: str, arguments: Any) -> tuple[int, dict[str, Any]]:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {
-                "name": name,
-                "arguments": arguments,
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "io.modelcontextprotocol/clientInfo": {"name": "audit", "version": "1"},
-                },
-            },
-        }
-        headers = {
-            "Authorization": f"Bearer {self.token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": name,
-        }
+        body, headers = tool_call(name, arguments, token=self.token, client="audit")
         resp = await self.client.post("/mcp", data=msgspec.json.encode(body), headers=headers)
         text = await resp.text()
         return resp.status, json.loads(text) if text else {}

@@ -21,11 +21,11 @@ import aiohttp
 import msgspec
 
 from service.demo import demo_workspace_ids
+from tests.support.mcp_wire import tool_call
 from tests.support.services import TestDatabase
 
 ELOVA = Path(sys.executable).with_name("elova-mcp")
 ROOT = Path(__file__).parents[2]
-MODERN = "2026-07-28"
 
 
 def _free_port() -> int:
@@ -123,28 +123,7 @@ async def _livez(http: aiohttp.ClientSession, base: str) -> int:
 async def _post_tool(
     session: aiohttp.ClientSession, url: str, token: str | None, name: str
 ) -> tuple[int, dict[str, str], bytes]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": {},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
+    body, headers = tool_call(name, {}, token=token)
     async with session.post(url, data=msgspec.json.encode(body), headers=headers) as r:
         return r.status, dict(r.headers), await r.read()
 

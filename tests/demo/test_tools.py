@@ -21,8 +21,8 @@ from service.cli.approve import approve
 from service.config import Config
 from service.demo import DEMO_EMAIL, demo_workspace_ids
 from service.keys import DB_POOL, TOKENS
+from tests.support.mcp_wire import tool_call
 
-MODERN = "2026-07-28"
 CATALOG = Path(__file__).parents[2] / "service" / "mcp" / "elova-tools.json"
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 
@@ -40,27 +40,7 @@ class DemoClient:
         self.calls = 0
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        body = {
-            "jsonrpc": "2.0",
-            "id": self.calls,
-            "method": "tools/call",
-            "params": {
-                "name": tool,
-                "arguments": arguments,
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-            },
-        }
-        headers = {
-            "Authorization": f"Bearer {self.token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": tool,
-        }
+        body, headers = tool_call(tool, arguments, token=self.token, request_id=self.calls)
         self.calls += 1
         resp = await self.client.post("/mcp", data=msgspec.json.encode(body), headers=headers)
         assert resp.status == 200, await resp.text()

@@ -29,13 +29,13 @@ import pytest
 
 from service.config import Config
 from tests.limits.conftest import RedisServer, free_port
+from tests.support.mcp_wire import tool_call
 from tests.support.services import REDIS_URL, TestDatabase
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_URL = "http://127.0.0.1:8080"  # one audience for every replica (SEMANTICS §7)
-MODERN = "2026-07-28"
 DEADLINE, GRACE, PER_MINUTE = 5, 1, 5
 LEASE_SECONDS = DEADLINE + GRACE
 REPLICAS = 3
@@ -179,28 +179,9 @@ class Cluster:
         self.http = http
 
     async def call(self, client: Client, replica: int) -> Answer:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {
-                "name": "get_many_workspaces",
-                "arguments": {},
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "io.modelcontextprotocol/clientInfo": {"name": "limits-test", "version": "1"},
-                },
-            },
-        }
-        headers = {
-            "Authorization": f"Bearer {client.token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": "get_many_workspaces",
-        }
+        body, headers = tool_call(
+            "get_many_workspaces", {}, token=client.token, client="limits-test"
+        )
         async with self.http.post(self.replicas[replica].url, json=body, headers=headers) as resp:
             return Answer(resp.status, dict(resp.headers), await resp.json(), replica)
 

@@ -16,6 +16,7 @@ import asyncpg
 
 from service.store.snapshot import load_snapshot
 from tests.support import snapshots
+from tests.support.mcp_wire import tool_call as wire_tool_call
 
 PASSWORD = "correct horse battery staple"
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
@@ -120,33 +121,9 @@ def authorize_params(
     return {k: v for k, v in params.items() if v is not None}
 
 
-MODERN = "2026-07-28"
-
-
 def tool_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """A stateless (2026-07-28) tools/call request: body and headers, without the token."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "oauth-test", "version": "1"},
-            },
-        },
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
-    return body, headers
+    return wire_tool_call(name, arguments, client="oauth-test")
 
 
 def bearer(headers: dict[str, str], token: str | None) -> dict[str, str]:
