@@ -14,13 +14,12 @@ import logging
 import re
 import time
 import uuid
-import weakref
 
 import asyncpg
 from aiohttp import hdrs, web
 
 from service.auth.caller import Caller
-from service.auth.tokens import LEEWAY_SECONDS, AccessClaims, InvalidToken, TokenService
+from service.auth.tokens import AccessClaims, InvalidToken, TokenService
 from service.config import Config
 from service.errors import AuthError, InsufficientScope, Unavailable
 from service.keys import CALLER, CONFIG, DB_POOL, METRICS, TOKENS
@@ -76,31 +75,9 @@ def bearer_token(request: web.Request) -> str:
     return token
 
 
-# Signature checks are memoised per token service: a client reuses one access token for
-# minutes, and verifying it (JWT parsing and an Ed25519 verification) was the largest
-# self-time of the bearer check. Only tokens that verified are kept, each until its own
-# expiry (same leeway as the verification); the approval is still read on every call.
-_VERIFIED_MAX = 4096
-_verified: weakref.WeakKeyDictionary[TokenService, dict[str, AccessClaims]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def verified_claims(tokens: TokenService, token: str, now: float | None = None) -> AccessClaims:
-    """`tokens.verify(token)`, answered from memory for a token verified before that has
-    not expired since."""
-    cache = _verified.setdefault(tokens, {})
-    claims = cache.get(token)
-    current = time.time() if now is None else now
-    if claims is not None:
-        if claims.expires_at > current - LEEWAY_SECONDS:
-            return claims
-        del cache[token]
-    claims = tokens.verify(token)
-    if len(cache) >= _VERIFIED_MAX:
-        del cache[next(iter(cache))]  # the oldest entry
-    cache[token] = claims
-    return claims
+    """The token's verified claims, remembered by the token service until it expires."""
+    return tokens.verify_remembered(token, now)
 
 
 async def authenticate(request: web.Request) -> Caller:
