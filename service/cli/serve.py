@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 
 from service.app import create_app
 from service.config import Config
@@ -22,5 +23,17 @@ def run(args: argparse.Namespace) -> int:
     # Readiness fails first on SIGTERM; in-flight requests get the deadline to finish.
     from service.health import serve
 
-    asyncio.run(serve(app, cfg))
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(serve(app, cfg))
     return 0
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop (libuv): the same asyncio API with cheaper socket I/O, which is
+    most of a tools/call's own cost (docs/decisions/scale.md). None (asyncio's default loop)
+    where uvloop is not installed (it is a dependency on Linux and macOS only)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

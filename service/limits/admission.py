@@ -19,12 +19,11 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 from uuid import UUID
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from service.auth.caller import Caller
 from service.config import Limits
@@ -42,6 +41,7 @@ from service.limits.budget import (
     concurrency_hint,
 )
 from service.limits.local import LocalLimiter
+from service.limits.pipeline import Script, ScriptPipeline
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS
 from service.metrics import Metrics
 
@@ -71,13 +71,6 @@ class Grant:
         return self.budget.headers()
 
 
-class _Script:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-        self.sha: str | None = None
-
-
 class Admission:
     def __init__(
         self,
@@ -98,8 +91,10 @@ class Admission:
         lease_seconds = limits.request_deadline_seconds + limits.lease_grace_seconds
         self._lease_ms = round(lease_seconds * 1000)
         self._local = LocalLimiter.share(limits, limits.expected_replicas)
-        self._admit = _Script("admit.lua")
-        self._release = _Script("release.lua")
+        self._admit = Script("admit.lua")
+        self._release = Script("release.lua")
+        # Admissions and releases of concurrent requests share writes (see pipeline.py).
+        self._pipeline = ScriptPipeline(redis) if redis is not None else None
         self._background: set[asyncio.Task[None]] = set()
         self._degraded = False
 
@@ -164,7 +159,7 @@ class Admission:
         try:
             async with asyncio.timeout(self._timeout * 3):
                 for script in (self._admit, self._release):
-                    script.sha = await self._redis.script_load(script.text)
+                    await script.load(self._redis)
         except (RedisError, OSError, TimeoutError) as err:
             log.info(
                 "Redis did not answer at start (%s); admissions will retry it", type(err).__name__
@@ -172,6 +167,8 @@ class Admission:
 
     async def close(self) -> None:
         """Give pending compensating releases a moment, then stop them."""
+        if self._pipeline is not None:
+            await self._pipeline.close()
         if self._background:
             await asyncio.wait(self._background, timeout=0.5)
         for task in list(self._background):
@@ -198,7 +195,7 @@ class Admission:
         started = time.perf_counter()
         try:
             keys = self.keys(caller.account_id, caller.approval_id)
-            reply = await self._call(redis, self._admit, keys, args)
+            reply = await self._call(self._admit, keys, args)
         except asyncio.CancelledError:
             # The client went away mid-admission: the script may still run on the server.
             self._breaker.abandon()
@@ -246,7 +243,7 @@ class Admission:
         )
         started = time.perf_counter()
         try:
-            await self._call(self._redis, self._release, self.keys(account_id, approval_id), args)
+            await self._call(self._release, self.keys(account_id, approval_id), args)
         except (RedisError, OSError, TimeoutError) as err:
             self._metrics.redis_call("release", time.perf_counter() - started, True)
             if self._breaker.state is State.CLOSED:
@@ -255,20 +252,13 @@ class Admission:
         self._metrics.redis_call("release", time.perf_counter() - started, False)
         return True
 
-    async def _call(
-        self, redis: aioredis.Redis, script: _Script, keys: Sequence[str], args: Sequence[Any]
-    ) -> Any:
-        # Each step is bounded by the client's timeouts; this bounds the whole call (pool,
-        # connect, a reload after NOSCRIPT) so no path can stall a request.
+    async def _call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        # Each step is bounded by the client's timeouts; this bounds the whole call (the
+        # batch ahead of it, pool, connect, a reload after NOSCRIPT) so no path can stall a
+        # request.
+        assert self._pipeline is not None
         async with asyncio.timeout(self._timeout * 3):
-            if script.sha is None:
-                script.sha = await redis.script_load(script.text)
-            try:
-                return await redis.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                # Redis restarted or SCRIPT FLUSH: load once more and retry once.
-                script.sha = await redis.script_load(script.text)
-                return await redis.evalsha(script.sha, len(keys), *keys, *args)
+            return await self._pipeline.call(script, keys, args)
 
     def _compensate(self, request_id: str, account_id: UUID, approval_id: UUID) -> None:
         async def run() -> None:
@@ -319,7 +309,7 @@ class Admission:
                 await redis.connection_pool.disconnect(inuse_connections=False)
                 async with asyncio.timeout(self._timeout * 3):
                     for script in (self._admit, self._release):
-                        script.sha = await redis.script_load(script.text)
+                        await script.load(redis)
             except asyncio.CancelledError:
                 self._breaker.abandon()
                 raise

@@ -25,6 +25,7 @@ import asyncpg
 import msgspec
 from aiohttp import web
 
+from service.cli.serve import event_loop_factory
 from service.tools.executions import page_query, shape_row
 
 POOL_SIZE = 10
@@ -92,7 +93,10 @@ def run_bare(port: int, dsn: str) -> None:
     app = web.Application()
     app.router.add_post("/executions", handle)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+    # The event loop our service runs on (uvloop): the ceiling must not be handicapped.
+    loop_factory = event_loop_factory()
+    loop = loop_factory() if loop_factory is not None else None
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=loop)
 
 
 def main() -> int:
