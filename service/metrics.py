@@ -11,6 +11,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterable, Sequence
 from importlib import metadata
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import (
@@ -235,6 +236,7 @@ class Metrics:
         )
         ProcessCollector(registry=reg)
         self._routes: frozenset[str] = frozenset()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._prefill()
         if cfg is not None:
             self.set_limits(cfg)
@@ -283,9 +285,9 @@ class Metrics:
         tool_label = bounded(tool, TOOLS)
         kind_label = bounded(kind, OUTCOMES)
         code_label = bounded(code, TOOL_ERROR_CODES) if kind_label == "tool_error" else NONE
-        self.requests.labels(method_label, tool_label, kind_label, code_label).inc()
-        self.latency.labels(method_label, tool_label).observe(max(seconds, 0.0))
-        self.response_size.labels(method_label, tool_label).observe(max(response_bytes, 0))
+        self._child(self.requests, method_label, tool_label, kind_label, code_label).inc()
+        self._child(self.latency, method_label, tool_label).observe(max(seconds, 0.0))
+        self._child(self.response_size, method_label, tool_label).observe(max(response_bytes, 0))
 
     def request_started(self) -> None:
         """An admitted request starts (in-flight gauge +1)."""
@@ -315,14 +317,14 @@ class Metrics:
     def db_call(self, operation: str, seconds: float, error: bool) -> None:
         """One PostgreSQL call (operation: a fixed name such as the tool or 'auth')."""
         label = bounded(operation, DB_OPERATIONS)
-        self.db_latency.labels(label).observe(max(seconds, 0.0))
+        self._child(self.db_latency, label).observe(max(seconds, 0.0))
         if error:
             self.db_errors.labels(label).inc()
 
     def redis_call(self, operation: str, seconds: float, error: bool) -> None:
         """One Redis call (operation: admit | release | session | other)."""
         label = bounded(operation, REDIS_OPERATIONS)
-        self.redis_latency.labels(label).observe(max(seconds, 0.0))
+        self._child(self.redis_latency, label).observe(max(seconds, 0.0))
         if error:
             self.redis_errors.labels(label).inc()
 
@@ -331,10 +333,22 @@ class Metrics:
     def observe_http(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """One HTTP request on the main listener (route: the matched route template)."""
         route_label = bounded(route, self._routes, absent=OTHER)
-        self.http_requests.labels(
-            route_label, bounded(method, HTTP_METHODS), http_status_label(status)
+        self._child(
+            self.http_requests,
+            route_label,
+            bounded(method, HTTP_METHODS),
+            http_status_label(status),
         ).inc()
-        self.http_latency.labels(route_label).observe(max(seconds, 0.0))
+        self._child(self.http_latency, route_label).observe(max(seconds, 0.0))
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered: label values here are bounded sets, and
+        prometheus-client's own lookup (lock, validation) is a cost on every request."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def set_draining(self, draining: bool) -> None:
         self.draining.set(1 if draining else 0)

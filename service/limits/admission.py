@@ -51,6 +51,9 @@ log = logging.getLogger("service.limits")
 # after the last one, the lease's own expiry frees the slots.
 _COMPENSATION_DELAYS = (0.0, 0.25, 1.0, 3.0)
 
+# How many (account, approval) key lists `keys` remembers before starting over.
+_KNOWN_KEYS = 4096
+
 # `_admit_shared` could not tell whether the request is admitted (see there).
 _UNANSWERED = object()
 
@@ -97,6 +100,7 @@ class Admission:
         self._pipeline = ScriptPipeline(redis) if redis is not None else None
         self._background: set[asyncio.Task[None]] = set()
         self._degraded = False
+        self._keys: dict[tuple[UUID, UUID], list[str]] = {}
 
     @property
     def degraded(self) -> bool:
@@ -108,15 +112,23 @@ class Admission:
         return self._local
 
     def keys(self, account_id: UUID, approval_id: UUID) -> list[str]:
-        """The five keys of one script call, all in one hash slot."""
+        """The five keys of one script call, all in one hash slot (remembered for the
+        approvals seen lately: every request of an approval uses the same five)."""
+        known = self._keys.get((account_id, approval_id))
+        if known is not None:
+            return known
         b = self._base
-        return [
+        keys = [
             f"{b}global",
             f"{b}account:{account_id}",
             f"{b}approval:{approval_id}",
             f"{b}daily:{account_id}",
             f"{b}cancelled",
         ]
+        if len(self._keys) >= _KNOWN_KEYS:
+            self._keys.clear()
+        self._keys[(account_id, approval_id)] = keys
+        return keys
 
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
         decision: Decision | None = None

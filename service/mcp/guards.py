@@ -34,8 +34,21 @@ def origin_ok(origin: str | None, cfg: Config) -> bool:
 def host_ok(host: str | None, cfg: Config) -> bool:
     if host is None:
         return True
+    known = _HOSTS_SEEN.get(host)
+    if known is not None and known[0] is cfg:
+        return known[1]
     name = _hostname("//" + host)
-    return name is not None and name in allowed_hosts(cfg)
+    ok = name is not None and name in allowed_hosts(cfg)
+    if len(_HOSTS_SEEN) >= 256:
+        _HOSTS_SEEN.clear()
+    _HOSTS_SEEN[host] = (cfg, ok)
+    return ok
+
+
+# Host header → (the configuration it was judged against, the verdict): every request of a
+# client sends the same Host, and parsing it (and the configured origins) each time showed
+# in the profile. Bounded; a different configuration object (tests) is judged afresh.
+_HOSTS_SEEN: dict[str, tuple[Config, bool]] = {}
 
 
 def _hostname(url: str) -> str | None:

@@ -9,7 +9,7 @@ the deadline and encodes the result; handlers only read records and shape them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 from uuid import UUID
@@ -23,6 +23,7 @@ from service.tools.arguments import explain
 from service.tools.cursors import CursorCodec
 
 P = TypeVar("P", bound=msgspec.Struct)
+_encode = msgspec.json.Encoder().encode
 
 # Patterns end in \Z, not $: Python's $ also matches before a final newline (ECMA's does not).
 UUID_PATTERN = (
@@ -68,6 +69,17 @@ class ToolContext:
     now: datetime  # one instant per call (UTC, aware): asOf and period windows use it
     max_response_bytes: int
     response_overhead: int  # bytes of the JSON-RPC envelope around the tool result
+    # The last result `encode` produced and its JSON: a page measured against the response
+    # bound is not encoded a second time for the answer.
+    _encoded: tuple[msgspec.Struct, bytes] | None = field(default=None, repr=False)
+
+    def encode(self, result: msgspec.Struct) -> bytes:
+        """`result` as JSON (structuredContent), remembered for the answer."""
+        if self._encoded is not None and self._encoded[0] is result:
+            return self._encoded[1]
+        encoded = _encode(result)
+        self._encoded = (result, encoded)
+        return encoded
 
     def workspace_role(self, workspace_id: UUID) -> str:
         """The caller's role in an eligible workspace, else NOT_FOUND (indistinguishable)."""

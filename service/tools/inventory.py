@@ -68,12 +68,12 @@ def fit_page(ctx: ToolContext, rows: Sequence[R], build: Callable[[int], Page]) 
     would never progress.
     """
     full = build(len(rows))
-    if len(rows) <= 1 or ctx.fits(_encode(full)):
+    if len(rows) <= 1 or ctx.fits(ctx.encode(full)):
         return full
     low, high = 1, len(rows) - 1  # `low` rows are kept even if they do not fit
     while low < high:
         middle = (low + high + 1) // 2
-        if ctx.fits(_encode(build(middle))):
+        if ctx.fits(ctx.encode(build(middle))):
             low = middle
         else:
             high = middle - 1
