@@ -14,6 +14,8 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import asyncpg
 from aiohttp import hdrs, web
@@ -33,20 +35,27 @@ _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _UNSAFE_DESCRIPTION = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 _QUERY_TOKEN_PARAM = "access_token"
 
-_APPROVAL_QUERY = """
+
+def approval_query(approval_id: str) -> str:
+    """The approval row and its eligible set, for the approval id in parameter
+    `approval_id` ("$1"): also embedded in the execution tools' first statement."""
+    return f"""
     SELECT a.account_id, a.client_id, a.generation, a.scopes,
            a.revoked_at IS NOT NULL AS revoked,
            a.expires_at <= now() AS expired,
            coalesce(array_agg(m.workspace_id ORDER BY m.workspace_id)
-                    FILTER (WHERE m.workspace_id IS NOT NULL), '{}') AS workspace_ids,
+                    FILTER (WHERE m.workspace_id IS NOT NULL), '{{}}') AS workspace_ids,
            coalesce(array_agg(m.role ORDER BY m.workspace_id)
-                    FILTER (WHERE m.workspace_id IS NOT NULL), '{}') AS roles
+                    FILTER (WHERE m.workspace_id IS NOT NULL), '{{}}') AS roles
       FROM approvals a
       LEFT JOIN approval_workspaces aw ON aw.approval_id = a.id
       LEFT JOIN memberships m ON m.account_id = a.account_id AND m.workspace_id = aw.workspace_id
-     WHERE a.id = $1
+     WHERE a.id = {approval_id}
      GROUP BY a.id
 """
+
+
+_APPROVAL_QUERY = approval_query("$1")
 
 
 def _fail(description: str, reason: str, *, error: str = "invalid_token") -> InvalidToken:
@@ -80,12 +89,18 @@ def verified_claims(tokens: TokenService, token: str, now: float | None = None) 
     return tokens.verify_remembered(token, now)
 
 
-async def authenticate(request: web.Request) -> Caller:
-    """Return the request's Caller (also stored in `request[CALLER]`) or raise AuthError."""
+async def authenticate(request: web.Request, *, read_approval: bool = True) -> Caller:
+    """Return the request's Caller (also stored in `request[CALLER]`) or raise AuthError.
+
+    With `read_approval=False` the token is verified but the approval row is left to the
+    request's tool (`Tool.authorizes`): the caller returned is pending (`Caller.pending`).
+    """
     app = request.app
     try:
         claims = verified_claims(app[TOKENS], bearer_token(request))
-        caller = await _load_caller(app, claims)
+        caller = _pending(claims)
+        if read_approval:
+            caller = await _load_caller(app, caller)
     except InvalidToken as err:
         app[METRICS].auth_failed(err.reason)
         raise
@@ -96,13 +111,47 @@ async def authenticate(request: web.Request) -> Caller:
     return caller
 
 
-async def _load_caller(app: web.Application, claims: AccessClaims) -> Caller:
+async def confirm(app: web.Application, caller: Caller) -> Caller:
+    """A pending caller confirmed by reading its approval on its own (the path of a request
+    that failed before its tool's first statement); a confirmed caller as it is. The
+    transport counts the failure (`auth_reason`), as for every AuthError of dispatch."""
+    if caller.confirmed:
+        return caller
+    return await _load_caller(app, caller)
+
+
+def confirmed_caller(caller: Caller, row: Mapping[str, Any] | None) -> Caller:
+    """The caller of a pending token confirmed by its approval row (`approval_query`'s
+    columns; None or a null generation: the approval is gone), else InvalidToken."""
+    if row is None or row["generation"] is None:
+        raise _fail("The approval behind this token no longer exists", "revoked")
+    if row["revoked"]:
+        raise _fail("The approval behind this token was revoked", "revoked")
+    if row["generation"] != caller.generation:
+        raise _fail("The approval behind this token was replaced; use its newer tokens", "revoked")
+    if row["expired"]:
+        raise _fail("The approval behind this token has expired", "approval_expired")
+    if row["account_id"] != caller.account_id or row["client_id"] != caller.client_id:
+        raise _fail("The access token does not match its approval", "other")
+    eligible: dict[uuid.UUID, str] = dict(zip(row["workspace_ids"], row["roles"], strict=True))
+    return Caller.build(
+        account_id=caller.account_id,
+        approval_id=caller.approval_id,
+        generation=caller.generation,
+        client_id=caller.client_id,
+        # A token never grants more than its approval holds now.
+        scopes=caller.scopes & frozenset(row["scopes"]),
+        eligible=eligible,
+    )
+
+
+async def _load_caller(app: web.Application, pending: Caller) -> Caller:
     cfg = app[CONFIG]
     started = time.perf_counter()
     failed = True
     try:
         async with asyncio.timeout(min(10.0, cfg.limits.request_deadline_seconds)):
-            row = await app[DB_POOL].fetchrow(_APPROVAL_QUERY, claims.approval_id)
+            row = await app[DB_POOL].fetchrow(_APPROVAL_QUERY, pending.approval_id)
         failed = False
     except (
         OSError,
@@ -118,26 +167,24 @@ async def _load_caller(app: web.Application, claims: AccessClaims) -> Caller:
         ) from err
     finally:
         app[METRICS].db_call("auth", time.perf_counter() - started, failed)
-    if row is None:
-        raise _fail("The approval behind this token no longer exists", "revoked")
-    if row["revoked"]:
-        raise _fail("The approval behind this token was revoked", "revoked")
-    if row["generation"] != claims.generation:
-        raise _fail("The approval behind this token was replaced; use its newer tokens", "revoked")
-    if row["expired"]:
-        raise _fail("The approval behind this token has expired", "approval_expired")
-    if row["account_id"] != claims.account_id or row["client_id"] != claims.client_id:
-        raise _fail("The access token does not match its approval", "other")
-    eligible: dict[uuid.UUID, str] = dict(zip(row["workspace_ids"], row["roles"], strict=True))
-    return Caller.build(
+    return confirmed_caller(pending, row)
+
+
+def _pending(claims: AccessClaims) -> Caller:
+    return Caller.pending(
         account_id=claims.account_id,
         approval_id=claims.approval_id,
         generation=claims.generation,
         client_id=claims.client_id,
-        # A token never grants more than its approval holds now.
-        scopes=claims.scopes & frozenset(row["scopes"]),
-        eligible=eligible,
+        scopes=claims.scopes,
     )
+
+
+def auth_reason(err: AuthError) -> str:
+    """The metrics label of an authorization failure."""
+    if isinstance(err, InvalidToken):
+        return err.reason
+    return "insufficient_scope" if isinstance(err, InsufficientScope) else "other"
 
 
 def _quoted(value: str) -> str:

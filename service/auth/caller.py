@@ -18,6 +18,12 @@ class Caller:
 
     `eligible` maps each eligible workspace (the approval's workspaces the account is still
     a member of, recomputed on every call) to the account's role in it.
+
+    A caller is `confirmed` once its approval row was read in this request. An unconfirmed
+    caller holds only what the verified token says (`Caller.pending`): the transport makes
+    one for a tool whose first statement reads the approval too (`Tool.authorizes`), and
+    the tool confirms it from that statement's row (service.auth.bearer.confirmed_caller).
+    Until then it knows no workspace: `role_in` and `eligible_digest` must not be used.
     """
 
     account_id: UUID
@@ -27,6 +33,7 @@ class Caller:
     scopes: frozenset[str]
     eligible: Mapping[UUID, str]
     eligible_digest: bytes = field(default=b"", compare=False)
+    confirmed: bool = True
 
     @classmethod
     def build(
@@ -42,5 +49,20 @@ class Caller:
         digest = hashlib.sha256(b"".join(sorted(w.bytes for w in eligible))).digest()[:16]
         return cls(account_id, approval_id, generation, client_id, scopes, dict(eligible), digest)
 
+    @classmethod
+    def pending(
+        cls,
+        *,
+        account_id: UUID,
+        approval_id: UUID,
+        generation: int,
+        client_id: str,
+        scopes: frozenset[str],
+    ) -> Caller:
+        """The caller a verified token names, before its approval row is read."""
+        return cls(account_id, approval_id, generation, client_id, scopes, {}, b"", False)
+
     def role_in(self, workspace_id: UUID) -> str | None:
+        if not self.confirmed:
+            raise RuntimeError("the approval of this caller was not read yet")
         return self.eligible.get(workspace_id)

@@ -17,9 +17,9 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from service.auth.bearer import confirm
 from service.errors import (
     DeadlineExceeded,
-    InsufficientScope,
     InvalidParams,
     ProtocolError,
     ToolError,
@@ -28,7 +28,7 @@ from service.errors import (
 from service.keys import CATALOG, CLOCK, CONFIG, CURSORS, DB_POOL, METRICS
 from service.mcp import protocol as p
 from service.mcp.rpc import Answer, Call, decode_params, modern_meta
-from service.tools.base import ToolContext
+from service.tools.base import ToolContext, missing_scope
 
 log = logging.getLogger(__name__)
 
@@ -51,35 +51,57 @@ class ResponseTooLarge(ProtocolError):
 
 
 async def call_tool(call: Call) -> Answer:
+    try:
+        return await _call_tool(call)
+    except ProtocolError:
+        # A malformed call of a tool that reads its own approval: that approval still
+        # decides first (401), as it does for every other method.
+        await _confirm(call)
+        raise
+
+
+async def _call_tool(call: Call) -> Answer:
     params = decode_params(call, p.CallToolParams)
     catalog = call.app[CATALOG]
     tool = catalog.tool(params.name) if params.name in catalog else None
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
+    if tool.scope not in call.caller.scopes or not tool.authorizes:
+        await _confirm(call)
     if tool.scope not in call.caller.scopes:
-        call.app[METRICS].auth_failed("insufficient_scope")
-        raise InsufficientScope(
-            f"The {tool.name} tool needs the {tool.scope} scope, which this approval lacks.",
-            required_scope=tool.scope,
-        )
+        raise missing_scope(tool.name, tool.scope)
     raw_arguments = bytes(params.arguments) if isinstance(params.arguments, msgspec.Raw) else b"{}"
     cfg = call.app[CONFIG]
     limit = cfg.limits.max_response_bytes
+    ctx = ToolContext(
+        pool=call.app[DB_POOL],
+        caller=call.caller,
+        cursors=call.app[CURSORS],
+        now=call.app[CLOCK](),
+        max_response_bytes=limit,
+        response_overhead=response_overhead(call),
+        tool=tool.name,
+        scope=tool.scope,
+    )
     try:
         arguments = tool.decode(raw_arguments)
-        ctx = ToolContext(
-            pool=call.app[DB_POOL],
-            caller=call.caller,
-            cursors=call.app[CURSORS],
-            now=call.app[CLOCK](),
-            max_response_bytes=limit,
-            response_overhead=response_overhead(call),
-        )
         output = await _run(
             call, tool.name, tool.handler, ctx, arguments, cfg.limits.request_deadline_seconds
         )
     except ToolError as err:
+        # Raised before the handler confirmed its caller (arguments, zone, cursor, a store
+        # failure): the approval is read on its own first, and a 401 or 403 wins.
+        call.caller = ctx.caller
+        await _confirm(call)
+        if tool.scope not in call.caller.scopes:
+            raise missing_scope(tool.name, tool.scope) from None
         return Answer(_tool_error(call, err), outcome=f"tool_error:{err.code}", tool=tool.name)
+    call.caller = ctx.caller
+    if not call.caller.confirmed:  # a handler that did not confirm: nothing leaves unchecked
+        log.error("tool %s answered without confirming its caller", tool.name)
+        await _confirm(call)
+        if tool.scope not in call.caller.scopes:
+            raise missing_scope(tool.name, tool.scope)
     structured = ctx.encode(output)
     body = p.result_body(call.id, _success(call, structured))
     if len(body) > limit:
@@ -92,6 +114,12 @@ async def call_tool(call: Call) -> Answer:
         )
         raise ResponseTooLarge("Internal error")
     return Answer(body, tool=tool.name)
+
+
+async def _confirm(call: Call) -> None:
+    """Read the approval of a pending caller now (AuthError, or Unavailable when the store
+    is down); a confirmed caller is left as it is."""
+    call.caller = await confirm(call.app, call.caller)
 
 
 async def _run(

@@ -72,6 +72,15 @@ def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
     return Incoming(request_id, envelope.method, params, modern)
 
 
+def tool_name(params: bytes) -> str | None:
+    """The `name` of tools/call params, if they are an object with a string name."""
+    try:
+        named = msgspec.json.decode(params, type=_Named)
+    except msgspec.DecodeError:
+        return None
+    return named.name if isinstance(named.name, str) else None
+
+
 def _nested_deeper_than(body: bytes, limit: int) -> bool:
     """Whether valid JSON nests arrays/objects deeper than `limit`: strings are blanked, then
     each pass removes the innermost bracket pairs, one level a pass."""

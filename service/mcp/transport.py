@@ -17,14 +17,23 @@ import uuid
 import asyncpg
 from aiohttp import web
 
-from service.auth.bearer import authenticate, challenge
+from service.auth.bearer import auth_reason, authenticate, challenge
 from service.auth.caller import Caller
 from service.errors import AuthError, LimitExceeded, ProtocolError, Unavailable
-from service.keys import ADMISSION, CALLER, CONFIG, DB_POOL, METRICS, REQUEST_ID, SESSIONS
+from service.keys import (
+    ADMISSION,
+    CALLER,
+    CATALOG,
+    CONFIG,
+    DB_POOL,
+    METRICS,
+    REQUEST_ID,
+    SESSIONS,
+)
 from service.mcp import guards
 from service.mcp import protocol as p
 from service.mcp.dispatch import KNOWN_METHODS, SESSION_ID_HEADER, dispatch
-from service.mcp.envelope import Incoming, check_modern, parse
+from service.mcp.envelope import Incoming, check_modern, parse, tool_name
 from service.mcp.rpc import Answer, Call
 from service.mcp.sessions import Session
 from service.mcp.versions import PROTOCOL_VERSION_HEADER, session_header_ok
@@ -101,7 +110,8 @@ async def _post(request: web.Request, rid: str) -> tuple[Answer, str, str | None
     if in_session and SESSION_ID_HEADER not in request.headers:
         message = "Bad Request: Mcp-Session-Id header is required; send initialize first"
         return _refused(400, message, incoming.id), incoming.method, None
-    caller = await _authenticated(request, incoming.id)
+    read_approval = not _authorizes_itself(request, incoming)
+    caller = await _authenticated(request, incoming.id, read_approval=read_approval)
     if isinstance(caller, Answer):
         return caller, incoming.method, None
     if in_session:
@@ -166,10 +176,16 @@ async def _answer(call: Call) -> Answer:
         status = 500 if err.code == p.INTERNAL_ERROR else err.http_status
         body = p.error_body(call.id, err.code, err.message, err.data)
         return Answer(body, status, outcome="error" if status == 500 else "protocol_error")
-    except AuthError as err:  # InsufficientScope from tools/call
-        body = p.error_body(call.id, p.FORBIDDEN, err.description)
+    except AuthError as err:
+        # tools/call: a missing scope (403), or the approval its tool read (401).
+        call.app[METRICS].auth_failed(auth_reason(err))
+        code = p.FORBIDDEN if err.status == 403 else p.UNAUTHORIZED
+        body = p.error_body(call.id, code, err.description)
         cfg = call.app[CONFIG]
         return Answer(body, err.status, {WWW_AUTHENTICATE: challenge(err, cfg)}, "auth_error")
+    except Unavailable as err:  # the approval store, read on its own by tools/call
+        headers = {RETRY_AFTER: str(err.retry_after_seconds or 1)}
+        return _refused(503, f"Service Unavailable: {err.message}", call.id, headers)
     except Exception:
         log.exception(
             "unexpected failure answering %s", call.method, extra={"request_id": call.request_id}
@@ -221,10 +237,23 @@ async def _open_session(
     return session
 
 
-async def _authenticated(request: web.Request, request_id: p.RequestId | None) -> Caller | Answer:
+def _authorizes_itself(request: web.Request, incoming: Incoming) -> bool:
+    """A tools/call of a tool whose first statement reads the caller's approval
+    (`Tool.authorizes`): the bearer check then verifies the token only."""
+    if incoming.method != "tools/call" or incoming.id is None:
+        return False
+    name = tool_name(incoming.params)
+    catalog = request.app[CATALOG]
+    tool = catalog.tool(name) if name is not None and name in catalog else None
+    return tool is not None and tool.authorizes
+
+
+async def _authenticated(
+    request: web.Request, request_id: p.RequestId | None, *, read_approval: bool = True
+) -> Caller | Answer:
     """The caller, or the 401/403 (or 503 when the approval store is down) to answer."""
     try:
-        caller = await authenticate(request)
+        caller = await authenticate(request, read_approval=read_approval)
     except AuthError as err:
         return _auth_refusal(request, err, request_id)
     except Unavailable as err:

@@ -2,9 +2,11 @@
 read generation, poll interval), whether the instanceId / workflowId filters belong to it, and the
 coverage of the scope (SEMANTICS §2, with service.tools.common's own SQL for it).
 
-One round trip instead of four on the hot path of get_many_executions. Checks stay in the
-order of SEMANTICS §9: the caller reads `read_generation` (cursor staleness) before calling
-`check_filters` (NOT_FOUND for a filter outside the workspace).
+One round trip instead of four on the hot path of get_many_executions; for a pending caller
+(the transport left the approval to the tool: `Tool.authorizes`) the same statement also
+reads the approval, one round trip instead of two. Checks stay in the order of SEMANTICS
+§9: the caller reads `read_generation` (cursor staleness) before calling `check_filters`
+(NOT_FOUND for a filter outside the workspace).
 """
 
 from __future__ import annotations
@@ -14,18 +16,32 @@ from uuid import UUID
 
 import asyncpg
 
+from service.auth.bearer import approval_query
 from service.errors import NotFound
 from service.tools.base import ToolContext
 from service.tools.common import FIRST_OBSERVED_SQL, INSTANCE_SIDE_SQL, Coverage, coverage_of
 
-_SCOPE = f"""
+
+def _scope_sql(extra_condition: str = "") -> str:
+    return f"""
 SELECT w.time_zone, w.read_generation, w.execution_poll_interval_seconds,
        (SELECT true FROM instances WHERE id = $2 AND workspace_id = $1) AS instance_found,
        (SELECT instance_id FROM workflows WHERE id = $3 AND workspace_id = $1) AS workflow_instance,
        s.last_sync, s.executions_truncated, s.workflows_truncated,
        ({FIRST_OBSERVED_SQL["executions"]}) AS first_observed
   FROM workspaces w, LATERAL ({INSTANCE_SIDE_SQL}) s
- WHERE w.id = $1
+ WHERE w.id = $1{extra_condition}
+"""
+
+
+_SCOPE = _scope_sql()
+# For a pending caller (`Tool.authorizes`): its approval ($4) and, only when that approval
+# lists the workspace, the scope: no approval row → no row at all; a workspace not listed →
+# the approval's columns with a null scope.
+_AUTHORIZING_SCOPE = f"""
+SELECT a.*, sc.*
+  FROM ({approval_query("$4")}) a
+  LEFT JOIN LATERAL ({_scope_sql(" AND $1 = ANY(a.workspace_ids)")}) sc ON true
 """
 
 
@@ -37,6 +53,12 @@ class ExecutionScope:
     coverage: Coverage
     instance_found: bool
     workflow_instance: UUID | None
+    granted: bool = True  # False: the workspace is not granted (or gone): nothing else is set
+
+    def require_granted(self) -> None:
+        """NOT_FOUND for a workspace not granted (a scope read with `not_found_later`)."""
+        if not self.granted:
+            raise NotFound(_NOT_GRANTED)
 
     def check_filters(self, instance_id: UUID | None, workflow_id: UUID | None) -> bool:
         """NOT_FOUND for an instance or workflow outside the workspace; False when no row
@@ -51,18 +73,39 @@ class ExecutionScope:
         return True
 
 
+_NOT_GRANTED = "No such workspace is granted to this connection."
+
+
 async def read_scope(
     ctx: ToolContext,
     conn: asyncpg.Connection,
     workspace_id: UUID,
     instance_id: UUID | None = None,
     workflow_id: UUID | None = None,
+    *,
+    not_found_later: bool = False,
 ) -> ExecutionScope:
-    """The scope of an execution tool call; NOT_FOUND for a workspace not granted."""
-    ctx.workspace_role(workspace_id)
-    row = await conn.fetchrow(_SCOPE, workspace_id, instance_id, workflow_id)
-    if row is None:
-        raise NotFound("No such workspace is granted to this connection.")
+    """The scope of an execution tool call; NOT_FOUND for a workspace not granted, unless
+    `not_found_later` (then `granted` is False and the caller raises it in its turn).
+
+    A pending caller is confirmed by the same statement (`ToolContext.authorize`: 401/403
+    before anything else); a confirmed one is checked against its eligible set first.
+    """
+    if ctx.caller.confirmed:
+        granted = ctx.caller.role_in(workspace_id) is not None
+        row = None
+        if granted:
+            row = await conn.fetchrow(_SCOPE, workspace_id, instance_id, workflow_id)
+    else:
+        row = await conn.fetchrow(
+            _AUTHORIZING_SCOPE, workspace_id, instance_id, workflow_id, ctx.caller.approval_id
+        )
+        ctx.authorize(row)
+        granted = ctx.caller.role_in(workspace_id) is not None
+    if row is None or row["time_zone"] is None or not granted:
+        if not not_found_later:
+            raise NotFound(_NOT_GRANTED)
+        return _UNGRANTED
     return ExecutionScope(
         time_zone=row["time_zone"],
         read_generation=row["read_generation"],
@@ -76,3 +119,14 @@ async def read_scope(
         instance_found=bool(row["instance_found"]),
         workflow_instance=row["workflow_instance"],
     )
+
+
+_UNGRANTED = ExecutionScope(
+    time_zone="UTC",
+    read_generation=0,
+    poll_interval_seconds=0,
+    coverage=coverage_of(None, None, False, False),
+    instance_found=False,
+    workflow_instance=None,
+    granted=False,
+)

@@ -277,19 +277,24 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
     explicit_zone = None if isinstance(params.timeZone, msgspec.UnsetType) else params.timeZone
     if explicit_zone is not None:
         resolve_zone(explicit_zone)  # precedence: a bad zone before the cursor
-    # The zone as sent (None: the workspace's) is bound; the window itself rides in the cursor.
-    binding = ctx.cursors.binding(
-        "get_many_executions",
-        ctx.caller,
-        [str(workspace_id), _s(instance_id), _s(workflow_id), status, params.period, explicit_zone],
-        limit,
-    )
-    state = None
-    if not isinstance(params.cursor, msgspec.UnsetType):
-        state = ctx.cursors.open(params.cursor, binding)
     # One pooled connection for every read of the call (not one checkout a statement).
     async with ctx.pool.acquire() as conn:
-        scope = await read_scope(ctx, conn, workspace_id, instance_id, workflow_id)
+        # Confirms the caller (401/403) before any later check; NOT_FOUND waits its turn.
+        scope = await read_scope(
+            ctx, conn, workspace_id, instance_id, workflow_id, not_found_later=True
+        )
+        # The zone as sent (None: the workspace's) is bound; the window rides in the cursor.
+        binding = ctx.cursors.binding(
+            "get_many_executions",
+            ctx.caller,
+            [str(workspace_id), _s(instance_id), _s(workflow_id), status, params.period,
+             explicit_zone],
+            limit,
+        )  # fmt: skip
+        state = None
+        if not isinstance(params.cursor, msgspec.UnsetType):
+            state = ctx.cursors.open(params.cursor, binding)
+        scope.require_granted()
         if state is not None:
             check_fresh(state, scope.read_generation)
         can_match = scope.check_filters(instance_id, workflow_id)
@@ -362,6 +367,8 @@ async def get_execution(ctx: ToolContext, params: ExecutionParams) -> OneExecuti
 
 
 TOOLS: list[Tool[Any]] = [
-    Tool("get_many_executions", N8N_READ, ManyExecutionsParams, get_many_executions),
-    Tool("get_execution", N8N_READ, ExecutionParams, get_execution),
+    Tool(
+        "get_many_executions", N8N_READ, ManyExecutionsParams, get_many_executions, authorizes=True
+    ),
+    Tool("get_execution", N8N_READ, ExecutionParams, get_execution, authorizes=True),
 ]

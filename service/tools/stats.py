@@ -145,5 +145,5 @@ def _cost(totals: Sums) -> tuple[Cost | None, CostCoverage]:
 
 
 TOOLS: list[Tool[Any]] = [
-    Tool("get_execution_stats", N8N_READ, StatsParams, get_execution_stats),
+    Tool("get_execution_stats", N8N_READ, StatsParams, get_execution_stats, authorizes=True),
 ]
