@@ -113,7 +113,7 @@ class PromptsList(_Cacheable, kw_only=True):
 
 class TextContent(msgspec.Struct, kw_only=True):
     type: str = "text"
-    text: str | msgspec.Raw  # Raw: an encoded JSON string (calls.json_string)
+    text: str
 
 
 class CallToolResult(_Modern, kw_only=True):
