@@ -11,7 +11,9 @@ reads the approval, one round trip instead of two. Checks stay in the order of S
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -102,6 +104,12 @@ async def read_scope(
         )
         ctx.authorize(row)
         granted = ctx.caller.role_in(workspace_id) is not None
+    return _scope_of(row, granted, not_found_later)
+
+
+def _scope_of(
+    row: Mapping[str, Any] | None, granted: bool, not_found_later: bool
+) -> ExecutionScope:
     if row is None or row["time_zone"] is None or not granted:
         if not not_found_later:
             raise NotFound(_NOT_GRANTED)
@@ -119,6 +127,75 @@ async def read_scope(
         instance_found=bool(row["instance_found"]),
         workflow_instance=row["workflow_instance"],
     )
+
+
+# The first statement of a page whose rows do not depend on the scope, one per page
+# statement text (a filter combination): built on first use from the column types
+# PostgreSQL reports for both halves, so that neither half's columns are written twice.
+_COMBINED: dict[str, str] = {}
+FIRST_PAGE_PARAMETER = 5  # $1–$4: workspace, instance, workflow, approval
+
+
+async def read_scope_and_page(
+    ctx: ToolContext,
+    conn: asyncpg.Connection,
+    workspace_id: UUID,
+    instance_id: UUID | None,
+    workflow_id: UUID | None,
+    page_sql: str,
+    page_arguments: Sequence[Any],
+    page_probe: str,
+) -> tuple[ExecutionScope, list[asyncpg.Record]]:
+    """`read_scope(..., not_found_later=True)` for a pending caller and the rows of
+    `page_sql` (its parameters numbered from FIRST_PAGE_PARAMETER, $1 the workspace) in
+    ONE statement: the approval and scope row first (`head`), then the page's rows in the
+    page's order. The rows are read only for a workspace the approval lists, and returned
+    only once `ToolContext.authorize` confirmed the caller; NOT_FOUND is left to the
+    caller (`ExecutionScope.require_granted`), as with `not_found_later`. `page_probe` is
+    a statement with the page's columns and parameters numbered from $2 (PostgreSQL must
+    type every parameter of a statement it describes)."""
+    if ctx.caller.confirmed:
+        raise RuntimeError("read_scope_and_page is for a pending caller")
+    sql = _COMBINED.get(page_sql) or await _combined_sql(conn, page_sql, page_probe)
+    rows = await conn.fetch(
+        sql, workspace_id, instance_id, workflow_id, ctx.caller.approval_id, *page_arguments
+    )
+    heads = [row for row in rows if row["head"]]
+    ctx.authorize(heads[0] if heads else None)
+    granted = ctx.caller.role_in(workspace_id) is not None
+    scope = _scope_of(heads[0] if heads else None, granted, not_found_later=True)
+    if not scope.granted:
+        return scope, []
+    page = [row for row in rows if not row["head"]]
+    # UNION ALL keeps each half's order in practice but SQL does not promise it, and an
+    # outer ORDER BY made PostgreSQL plan the statement anew on every call (its generic
+    # plan cannot know the LIMIT): sorting the ≤ 51 rows here costs a pass when in order.
+    page.sort(key=_page_order, reverse=True)
+    return scope, page
+
+
+def _page_order(row: asyncpg.Record) -> tuple[Any, Any]:
+    return row["sort_at"], row["id"]
+
+
+async def _combined_sql(conn: asyncpg.Connection, page_sql: str, page_probe: str) -> str:
+    head_columns = (await conn.prepare(_AUTHORIZING_SCOPE)).get_attributes()
+    page_columns = (await conn.prepare(page_probe)).get_attributes()
+
+    def nulls(columns: Sequence[Any]) -> str:
+        return ", ".join(f'NULL::{c.type.name} AS "{c.name}"' for c in columns)
+
+    sql = f"""
+WITH a AS ({approval_query("$4")})
+SELECT true AS head, a.*, sc.*, {nulls(page_columns)}
+  FROM a LEFT JOIN LATERAL ({_scope_sql(" AND $1 = ANY(a.workspace_ids)")}) sc ON true
+UNION ALL
+SELECT false, {nulls(head_columns)}, p.*
+  FROM ({page_sql}) p
+ WHERE EXISTS (SELECT 1 FROM a WHERE $1 = ANY(a.workspace_ids))
+"""
+    _COMBINED[page_sql] = sql
+    return sql
 
 
 _UNGRANTED = ExecutionScope(

