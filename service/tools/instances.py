@@ -47,14 +47,14 @@ class InstancesResult(Output):
     instances: list[InstanceOut]
 
 
-_LIST = """
+_LIST = f"""
     SELECT i.*,
            (SELECT count(*) FROM workflows w
              WHERE w.instance_id = i.id AND w.is_current) AS workflow_count
       FROM instances i
      WHERE i.workspace_id = $1
      ORDER BY i.name, i.id
-     LIMIT $2
+     LIMIT {MAX_INSTANCES}
 """
 
 
@@ -87,7 +87,7 @@ def _out(row: asyncpg.Record) -> InstanceOut:
 async def get_many_instances(ctx: ToolContext, params: GetManyInstancesParams) -> InstancesResult:
     workspace_id = parse_uuid(params.workspaceId)
     ctx.workspace_role(workspace_id)
-    rows = await ctx.pool.fetch(_LIST, workspace_id, MAX_INSTANCES)
+    rows = await ctx.pool.fetch(_LIST, workspace_id)
     return InstancesResult(workspaceId=str(workspace_id), instances=[_out(r) for r in rows])
 
 

@@ -50,7 +50,7 @@ _RECENT = """
       JOIN instances i ON i.id = j.instance_id
      WHERE j.instance_id = $1 AND i.workspace_id = $2
      ORDER BY j.created_at DESC, j.id DESC
-     LIMIT $3
+     LIMIT {rows}
 """
 
 
@@ -76,7 +76,9 @@ async def get_many_sync_jobs(ctx: ToolContext, params: GetManySyncJobsParams) ->
         owner = await conn.fetchval("SELECT workspace_id FROM instances WHERE id = $1", instance_id)
         if owner != workspace_id:
             raise NotFound("No such instance in this workspace.")
-        rows = await conn.fetch(_RECENT, instance_id, workspace_id, min(limit + 1, WINDOW))
+        rows = await conn.fetch(
+            _RECENT.format(rows=int(min(limit + 1, WINDOW))), instance_id, workspace_id
+        )
     return SyncJobsResult(
         workspaceId=str(workspace_id),
         instanceId=str(instance_id),

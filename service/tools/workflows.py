@@ -124,9 +124,10 @@ def _page_query(
     if after is not None:
         args.extend(after)
         where.append(f'(w.name, w.id) > (${len(args) - 1}::text COLLATE "C", ${len(args)}::uuid)')
-    args.append(fetch)
     sql = f"{_SELECT.format(extra='')} WHERE {' AND '.join(where)} ORDER BY w.name, w.id"
-    return f"{sql} LIMIT ${len(args)}", args
+    # The row count is part of the text: with `LIMIT $n` PostgreSQL cannot cost a generic
+    # plan and plans every call anew (see executions.page_query).
+    return f"{sql} LIMIT {int(fetch)}", args
 
 
 def _cost_median(row: asyncpg.Record) -> CostMedian | msgspec.UnsetType:

@@ -58,7 +58,7 @@ _PAGE = """
      WHERE id = ANY($1::uuid[])
        AND ($2::text IS NULL OR (name, id) > ($2::text COLLATE "C", $3::uuid))
      ORDER BY name, id
-     LIMIT $4
+     LIMIT {rows}
 """
 
 
@@ -88,7 +88,7 @@ async def get_many_workspaces(ctx: ToolContext, params: GetManyWorkspacesParams)
                 eligible,
             )
             after_name = check_anchor(stored, digest)
-        rows = await conn.fetch(_PAGE, eligible, after_name, after_id, limit + 1)
+        rows = await conn.fetch(_PAGE.format(rows=int(limit + 1)), eligible, after_name, after_id)
     more = len(rows) > limit
     rows = rows[:limit]
 
