@@ -37,6 +37,7 @@ from tests.bench import dataset, scenarios
 from tests.bench.loadgen import Request, Result
 from tests.bench.servers import (
     RAISED_LIMITS,
+    CpuAccount,
     RssSampler,
     free_port,
     job,
@@ -75,6 +76,7 @@ class Row:
     result: Result
     target_ms: float | None = None
     note: str = ""
+    cpu_ms: dict[str, float] | None = None  # CPU a call, by process group (CpuAccount)
 
 
 def _ms(value: float) -> str:
@@ -84,15 +86,18 @@ def _ms(value: float) -> str:
 def _throughput_table(rows: list[Row]) -> str:
     ours = rows[0].result.rps
     lines = [
-        "| server | req/s | p50 ms | p99 ms | errors | ours ÷ this |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| server | req/s | p50 ms | p99 ms | errors | ours ÷ this "
+        "| CPU a call: server / PostgreSQL / Redis, ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         r = row.result
         ratio = ours / r.rps if r.rps else float("nan")
+        cpu = row.cpu_ms or {}
+        cpu_text = " / ".join(f"{cpu.get(g, 0.0):.2f}" for g in ("server", "postgres", "redis"))
         lines.append(
             f"| {row.name} | {r.rps:.0f} | {_ms(r.p50_ms)} | {_ms(r.p99_ms)} | {r.errors} "
-            f"| {ratio:.2f} |"
+            f"| {ratio:.2f} | {cpu_text} |"
         )
     return "\n".join(lines)
 
@@ -263,17 +268,30 @@ def _run_tools(
     return rows
 
 
+WARMUP_SECONDS = 2.0
+
+
 def _throughput(port: int, requests: list[Request], settings: Settings, expect: str) -> Result:
     return load(
         job(
             port,
             requests,
             concurrency=settings.concurrency,
-            warmup_seconds=2.0,
+            warmup_seconds=WARMUP_SECONDS,
             duration_seconds=settings.duration,
             expect=expect,
         )  # fmt: skip
     )
+
+
+def _accounted(
+    pid: int, port: int, requests: list[Request], settings: Settings, expect: str
+) -> tuple[Result, dict[str, float]]:
+    """A throughput run and the CPU a call cost the server, PostgreSQL and Redis (the calls
+    of the warm-up are counted at the measured rate)."""
+    with CpuAccount(pid) as cpu:
+        result = _throughput(port, requests, settings, expect)
+    return result, cpu.per_call_ms(result.rps * (settings.duration + WARMUP_SECONDS))
 
 
 ROUND_TRIP_CALLS = 300
@@ -343,13 +361,15 @@ async def run(settings: Settings) -> str:
             )  # fmt: skip
         ]
         with RssSampler(ours.pid) as rss:
-            ours_result = _throughput(port, ours_requests, settings, '"isError":false')
+            ours_result, ours_cpu = _accounted(
+                ours.pid, port, ours_requests, settings, '"isError":false'
+            )
             admission_on = "ratelimit-policy" in ours_result.sample_headers.lower()
             _say("our service: per-tool latency …")
             tool_rows = _run_tools(port, access, cases, settings)
         hwm = rss.read().get("VmHWM", 0)
     ours_label = "elova-mcp (MCP + OAuth bearer + Redis admission)"
-    throughput_rows = [Row(ours_label, ours_result)]
+    throughput_rows = [Row(ours_label, ours_result, cpu_ms=ours_cpu)]
     statements = {
         ours_label: statements_per_call(
             data.dsn, "elova-count", python("-m", "service", "serve"), port, env, logs,
@@ -365,8 +385,9 @@ async def run(settings: Settings) -> str:
         ref_port = free_port()
         command = python("-m", "tests.bench.reference", kind, "--port", str(ref_port),
                          "--dsn", data.dsn)  # fmt: skip
-        with running(kind, command, ref_port, env, logs):
-            throughput_rows.append(Row(label, _throughput(ref_port, [request], settings, expect)))
+        with running(kind, command, ref_port, env, logs) as ref:
+            result, cpu = _accounted(ref.pid, ref_port, [request], settings, expect)
+            throughput_rows.append(Row(label, result, cpu_ms=cpu))
         statements[label] = statements_per_call(
             data.dsn, kind, command, ref_port, env, logs, request, expect
         )

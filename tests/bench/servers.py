@@ -162,3 +162,52 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class CpuAccount:
+    """CPU time (user + system) used while a throughput run lasts, by the server under test
+    (its pid), by PostgreSQL (every `postgres` process: the pool's backends) and by Redis,
+    read from /proc. Divided by the calls made it tells what a call costs each of them, the
+    number that explains req/s on a machine whose 2 cores all of them share."""
+
+    GROUPS = ("server", "postgres", "redis")
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+        self.used: dict[str, float] = {}
+
+    def _snapshot(self) -> dict[int, tuple[str, float]]:
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            pid = int(entry.name)
+            group = (
+                "server" if pid == self.server_pid
+                else "postgres" if name.startswith("postgres")
+                else "redis" if name.startswith("redis-server")
+                else ""
+            )  # fmt: skip
+            if group:
+                out[pid] = (group, (int(fields[11]) + int(fields[12])) / tick)
+        return out
+
+    def __enter__(self) -> CpuAccount:
+        self._before = self._snapshot()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        used: dict[str, float] = dict.fromkeys(self.GROUPS, 0.0)
+        for pid, (group, seconds) in self._snapshot().items():
+            used[group] += seconds - self._before.get(pid, (group, 0.0))[1]
+        self.used = used
+
+    def per_call_ms(self, calls: float) -> dict[str, float]:
+        return {group: 1000 * seconds / max(calls, 1.0) for group, seconds in self.used.items()}
