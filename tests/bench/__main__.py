@@ -2,7 +2,7 @@
 the admission limiter's own benchmark (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
-                          [--duration S] [--output FILE] [--skip-limits]
+                          [--duration S] [--rounds N] [--output FILE] [--skip-limits]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
@@ -28,13 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="add a cProfile run")
     parser.add_argument("--concurrency", type=int, help="concurrent connections (default 16)")
     parser.add_argument("--duration", type=float, help="seconds a throughput run")
+    parser.add_argument("--rounds", type=int, help="throughput rounds (default 3; --quick 1)")
     parser.add_argument("--executions", type=int, help="override the data set size")
     parser.add_argument("--output", type=Path, help="also write the report here")
     parser.add_argument("--skip-limits", action="store_true", help="skip limits_bench")
     args = parser.parse_args(argv)
     settings = scale.QUICK if args.quick else scale.FULL
     changes: dict[str, object] = {"rebuild": args.rebuild, "profile": args.profile}
-    for name in ("concurrency", "duration", "executions"):
+    for name in ("concurrency", "duration", "executions", "rounds"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
     report = scale.main(dataclasses.replace(settings, **changes))  # type: ignore[arg-type]
