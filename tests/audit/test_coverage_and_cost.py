@@ -237,7 +237,11 @@ async def test_undated_rows_only_in_period_all(audit: AuditFactory) -> None:
     ws = snap.workspace(timeZone="UTC")
     inst = snap.instance(ws)
     now = datetime.now(UTC)
-    recent = snap.execution(inst, startedAt=(now - timedelta(minutes=5)).isoformat())
+    # Five minutes ago, but never before today's midnight (UTC): just after midnight, five
+    # minutes ago is yesterday and outside `today`.
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    started = max(now - timedelta(minutes=5), midnight + timedelta(milliseconds=1))
+    recent = snap.execution(inst, startedAt=started.isoformat())
     undated = snap.execution(inst, startedAt=None, createdAt=None, observedAt=now.isoformat())
     future = snap.execution(inst, startedAt=(now + timedelta(hours=2)).isoformat())
     a = await audit(snap)

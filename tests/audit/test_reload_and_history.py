@@ -32,7 +32,9 @@ async def test_reloading_changed_records_moves_every_derived_value(audit: AuditF
     ws = snap.workspace(timeZone="UTC")
     inst = snap.instance(ws)
     wf1, wf2 = snap.workflow(inst, name="one"), snap.workflow(inst, name="two")
-    recent = (now - timedelta(minutes=1)).isoformat()
+    # A minute ago, but never before today's midnight (UTC): the checks read `today`.
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    recent = max(now - timedelta(minutes=1), midnight + timedelta(milliseconds=1)).isoformat()
     ex = snap.execution(inst, wf1, status="success", startedAt=recent,
                         cost={"amount": "2"}, costCoverage=_cov())  # fmt: skip
     a = await audit(snap)

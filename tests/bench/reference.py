@@ -26,7 +26,7 @@ import asyncpg
 import msgspec
 from aiohttp import web
 
-from service.cli.serve import event_loop_factory
+from service.cli.serve import event_loop_factory, tune_gc
 from service.tools.executions import page_query, shape_row
 
 POOL_SIZE = 10
@@ -94,7 +94,9 @@ def run_bare(port: int, dsn: str) -> None:
     app = web.Application()
     app.router.add_post("/executions", handle)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    # The event loop our service runs on (uvloop): the ceiling must not be handicapped.
+    # The event loop and collector settings our service runs with: the ceiling must not be
+    # handicapped by runtime settings (the SDK server runs as uvicorn runs it).
+    tune_gc()
     loop_factory = event_loop_factory()
     loop = loop_factory() if loop_factory is not None else None
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=loop)
