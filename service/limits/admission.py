@@ -134,7 +134,7 @@ class Admission:
         decision: Decision | None = None
         if self._redis is not None:
             if self._breaker.state is State.CLOSED:
-                answer = await self._admit_shared(self._redis, request_id, caller)
+                answer = await self._admit_shared(request_id, caller)
                 if answer is _UNANSWERED:
                     raise self._unanswered()
                 decision = answer if isinstance(answer, Decision) else None
@@ -190,9 +190,7 @@ class Admission:
 
     # Redis side -------------------------------------------------------------------------
 
-    async def _admit_shared(
-        self, redis: aioredis.Redis, request_id: str, caller: Caller
-    ) -> Decision | object | None:
+    async def _admit_shared(self, request_id: str, caller: Caller) -> Decision | object | None:
         """The script's decision; None to let the per-process limiter answer (the breaker
         is open: Redis is down); _UNANSWERED for one failure while Redis is believed up."""
         lim = self.limits
