@@ -27,7 +27,7 @@ from service.errors import (
 from service.keys import CATALOG, CLOCK, CONFIG, CURSORS, DB_POOL, METRICS
 from service.mcp import protocol as p
 from service.mcp.rpc import Answer, Call, decode_params, modern_meta
-from service.tools.base import ToolContext, missing_scope
+from service.tools.base import Tool, ToolContext, missing_scope
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,7 @@ async def _call_tool(call: Call) -> Answer:
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
     if tool.scope not in call.caller.scopes or not tool.authorizes:
-        await _confirm(call)
-    if tool.scope not in call.caller.scopes:
-        raise missing_scope(tool.name, tool.scope)
+        await _confirm(call, tool)
     raw_arguments = bytes(params.arguments) if isinstance(params.arguments, msgspec.Raw) else b"{}"
     cfg = call.app[CONFIG]
     limit = cfg.limits.max_response_bytes
@@ -91,16 +89,12 @@ async def _call_tool(call: Call) -> Answer:
         # Raised before the handler confirmed its caller (arguments, zone, cursor, a store
         # failure): the approval is read on its own first, and a 401 or 403 wins.
         call.caller = ctx.caller
-        await _confirm(call)
-        if tool.scope not in call.caller.scopes:
-            raise missing_scope(tool.name, tool.scope) from None
+        await _confirm(call, tool)
         return Answer(_tool_error(call, err), outcome=f"tool_error:{err.code}", tool=tool.name)
     call.caller = ctx.caller
     if not call.caller.confirmed:  # a handler that did not confirm: nothing leaves unchecked
         log.error("tool %s answered without confirming its caller", tool.name)
-        await _confirm(call)
-        if tool.scope not in call.caller.scopes:
-            raise missing_scope(tool.name, tool.scope)
+        await _confirm(call, tool)
     structured = ctx.encode(output)
     body = p.result_body(call.id, _success(call, structured))
     if len(body) > limit:
@@ -115,10 +109,12 @@ async def _call_tool(call: Call) -> Answer:
     return Answer(body, tool=tool.name)
 
 
-async def _confirm(call: Call) -> None:
+async def _confirm(call: Call, tool: Tool[Any] | None = None) -> None:
     """Read the approval of a pending caller now (AuthError, or Unavailable when the store
-    is down); a confirmed caller is left as it is."""
+    is down; a confirmed caller is left as it is), then require `tool`'s scope (403)."""
     call.caller = await confirm(call.app, call.caller)
+    if tool is not None and tool.scope not in call.caller.scopes:
+        raise missing_scope(tool.name, tool.scope)
 
 
 async def _run(

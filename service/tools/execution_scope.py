@@ -102,8 +102,17 @@ async def read_scope(
         row = await conn.fetchrow(
             _AUTHORIZING_SCOPE, workspace_id, instance_id, workflow_id, ctx.caller.approval_id
         )
-        ctx.authorize(row)
-        granted = ctx.caller.role_in(workspace_id) is not None
+        return _confirmed_scope(ctx, workspace_id, row, not_found_later)
+    return _scope_of(row, granted, not_found_later)
+
+
+def _confirmed_scope(
+    ctx: ToolContext, workspace_id: UUID, row: Mapping[str, Any] | None, not_found_later: bool
+) -> ExecutionScope:
+    """Confirm a pending caller from the approval columns of `row` (401/403), then the
+    scope those columns came with."""
+    ctx.authorize(row)
+    granted = ctx.caller.role_in(workspace_id) is not None
     return _scope_of(row, granted, not_found_later)
 
 
@@ -160,10 +169,8 @@ async def read_scope_and_page(
     rows = await conn.fetch(
         sql, workspace_id, instance_id, workflow_id, ctx.caller.approval_id, *page_arguments
     )
-    heads = [row for row in rows if row["head"]]
-    ctx.authorize(heads[0] if heads else None)
-    granted = ctx.caller.role_in(workspace_id) is not None
-    scope = _scope_of(heads[0] if heads else None, granted, not_found_later=True)
+    head = next((row for row in rows if row["head"]), None)
+    scope = _confirmed_scope(ctx, workspace_id, head, not_found_later=True)
     if not scope.granted:
         return scope, []
     page = [row for row in rows if not row["head"]]

@@ -28,7 +28,7 @@ from service.keys import CURSORS, DB_POOL, METRICS, TOKENS
 from service.tools.base import ToolContext
 from service.tools.executions import TOOLS as EXECUTION_TOOLS
 from tests.hostile.conftest import Hostile
-from tests.hostile.test_token_attacks import assert_refused, initialize
+from tests.hostile.test_token_attacks import _session_headers, assert_refused, initialize
 from tests.hostile.wire import Reply, check_answer
 from tests.hostile.world import Granted
 
@@ -218,13 +218,7 @@ async def test_the_approval_is_read_once_a_call(hostile: Hostile) -> None:
 async def test_revoked_mid_session_is_401_for_the_authorizing_tools(hostile: Hostile) -> None:
     a = hostile.world.approvals["a"]
     session = await initialize(hostile, a.token)
-    headers = {
-        "Authorization": f"Bearer {a.token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Session-Id": session,
-        "MCP-Protocol-Version": "2025-11-25",
-    }
+    headers = _session_headers(a.token, session)
 
     async def call(tool: str) -> Reply:
         params = {"name": tool, "arguments": arguments(tool, a.workspaces[0])}
