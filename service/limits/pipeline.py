@@ -66,7 +66,7 @@ class ScriptPipeline:
         self._redis = redis
         self._queue: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
-        self.batches = 0  # batches sent (tests and the benchmark read it)
+        self.batches = 0  # batches sent (tests/limits/test_pipeline.py reads both)
         self.calls = 0  # calls sent
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:

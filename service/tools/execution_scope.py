@@ -11,7 +11,7 @@ reads the approval, one round trip instead of two. Checks stay in the order of S
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -153,19 +153,20 @@ async def read_scope_and_page(
     workflow_id: UUID | None,
     page_sql: str,
     page_arguments: Sequence[Any],
-    page_probe: str,
+    page_probe: Callable[[], str],
 ) -> tuple[ExecutionScope, list[asyncpg.Record]]:
     """`read_scope(..., not_found_later=True)` for a pending caller and the rows of
     `page_sql` (its parameters numbered from FIRST_PAGE_PARAMETER, $1 the workspace) in
     ONE statement: the approval and scope row first (`head`), then the page's rows in the
     page's order. The rows are read only for a workspace the approval lists, and returned
     only once `ToolContext.authorize` confirmed the caller; NOT_FOUND is left to the
-    caller (`ExecutionScope.require_granted`), as with `not_found_later`. `page_probe` is
-    a statement with the page's columns and parameters numbered from $2 (PostgreSQL must
-    type every parameter of a statement it describes)."""
+    caller (`ExecutionScope.require_granted`), as with `not_found_later`. `page_probe`
+    makes a statement with the page's columns and parameters numbered from $2 (PostgreSQL
+    must type every parameter of a statement it describes); it is called only the first
+    time a page statement is seen."""
     if ctx.caller.confirmed:
         raise RuntimeError("read_scope_and_page is for a pending caller")
-    sql = _COMBINED.get(page_sql) or await _combined_sql(conn, page_sql, page_probe)
+    sql = _COMBINED.get(page_sql) or await _combined_sql(conn, page_sql, page_probe())
     rows = await conn.fetch(
         sql, workspace_id, instance_id, workflow_id, ctx.caller.approval_id, *page_arguments
     )

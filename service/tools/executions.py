@@ -303,7 +303,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
             query, arguments = page_query(filters, limit + 1, first=FIRST_PAGE_PARAMETER)
             scope, prefetched = await read_scope_and_page(
                 ctx, conn, workspace_id, instance_id, workflow_id,
-                query, arguments, page_query(filters, limit + 1)[0],
+                query, arguments, lambda: page_query(filters, limit + 1)[0],
             )  # fmt: skip
         else:
             scope = await read_scope(
