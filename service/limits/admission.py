@@ -15,6 +15,7 @@ docs/decisions/limits.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -151,17 +152,39 @@ class Admission:
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
 
     async def release(self, grant: Grant) -> None:
+        """`release_soon`, then wait (bounded) for Redis to confirm it."""
+        pending = self.release_soon(grant)
+        if pending is not None:
+            await asyncio.wait([pending], timeout=self._timeout * 3)
+
+    def release_soon(self, grant: Grant) -> asyncio.Future[Any] | None:
+        """Free the grant's slots without waiting for Redis (idempotent): the release is
+        queued on the pipeline at once, so it reaches Redis before any later admission of
+        the same caller, and its reply (metrics, the breaker) is handled when it arrives.
+        A request's answer therefore never waits for its release, and a cancelled request
+        (the client went away) releases from its `finally` without an await. Returns the
+        pending reply, or None when nothing is left to wait for."""
         if grant.released:
-            return
+            return None
         grant.released = True
         if not grant.shared:
             self._local.release(grant.request_id)
-            return
-        if self._breaker.state is State.CLOSED:
-            await self._release_shared(grant.request_id, grant.account_id, grant.approval_id)
-        else:
-            # Redis is failing: do not make the response wait; the lease bounds the leak.
+            return None
+        if self._breaker.state is not State.CLOSED or self._pipeline is None:
+            # Redis is failing: do not make anyone wait; the lease bounds the leak.
             self._spawn(self._release_shared(grant.request_id, grant.account_id, grant.approval_id))
+            return None
+        args = self._release_args(grant.request_id, compensate=False)
+        keys = self.keys(grant.account_id, grant.approval_id)
+        reply = self._pipeline.submit(self._release, keys, args)
+        reply.add_done_callback(functools.partial(self._released, time.perf_counter()))
+        return reply
+
+    def _released(self, started: float, reply: asyncio.Future[Any]) -> None:
+        err = asyncio.CancelledError() if reply.cancelled() else reply.exception()
+        self._metrics.redis_call("release", time.perf_counter() - started, err is not None)
+        if err is not None and self._breaker.state is State.CLOSED:
+            self._failed(err)
 
     async def warm_up(self) -> None:
         """Load both scripts (and open a connection) before the first request; a Redis that
@@ -243,14 +266,7 @@ class Admission:
     ) -> bool:
         """One release call; True when Redis answered."""
         assert self._redis is not None
-        lim = self.limits
-        args = (
-            request_id,
-            1 if compensate else 0,
-            self._lease_ms,
-            lim.approval_per_minute,
-            lim.account_per_day or 0,
-        )
+        args = self._release_args(request_id, compensate=compensate)
         started = time.perf_counter()
         try:
             await self._call(self._release, self.keys(account_id, approval_id), args)
@@ -261,6 +277,16 @@ class Admission:
             return False
         self._metrics.redis_call("release", time.perf_counter() - started, False)
         return True
+
+    def _release_args(self, request_id: str, *, compensate: bool) -> tuple[Any, ...]:
+        lim = self.limits
+        return (
+            request_id,
+            1 if compensate else 0,
+            self._lease_ms,
+            lim.approval_per_minute,
+            lim.account_per_day or 0,
+        )
 
     async def _call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         # Each step is bounded by the client's timeouts; this bounds the whole call (the

@@ -71,11 +71,19 @@ class ScriptPipeline:
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA `script` with `keys` and `args`; its reply, or the error of its batch."""
+        return await self.submit(script, keys, args)
+
+    def submit(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any]
+    ) -> asyncio.Future[Any]:
+        """Queue the call now and return the future of its reply, for a caller that need
+        not wait for it (a release): its place in the order is taken at once. The future
+        always settles: every step of a round trip is bounded by the client's timeouts."""
         queued = _Queued(script, keys, args)
         self._queue.append(queued)
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._drain())
-        return await queued.reply
+        return queued.reply
 
     async def close(self) -> None:
         """Let the batch on the wire finish (its callers are waiting for it)."""

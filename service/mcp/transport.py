@@ -9,7 +9,6 @@ never SSE; notifications get 202 with no body.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -161,8 +160,9 @@ async def _admit_and_dispatch(
     finally:
         metrics.request_finished()
         if admission is not None and grant is not None:
-            # Shielded: a client that disconnects must not leak the admission slot.
-            await asyncio.shield(admission.release(grant))
+            # Queued now, not awaited: the answer does not wait for Redis, and a client that
+            # disconnects (a cancelled handler) cannot leak the admission slot.
+            admission.release_soon(grant)
     if grant is not None:
         answer.headers.update(grant.headers())
     return answer

@@ -211,3 +211,21 @@ async def test_refusal_takes_nothing(make_admission: MakeAdmission) -> None:
     assert grants[-1].budget.remaining == 0
     for grant in grants:
         await admission.release(grant)
+
+
+async def test_release_soon_is_in_place_before_the_next_admission(
+    make_admission: MakeAdmission, metrics: RecordingMetrics
+) -> None:
+    """The transport does not wait for a release: queued at once, it reaches Redis before
+    the same caller's next admission, so a caller at its cap is admitted again at once."""
+    admission = make_admission(account_concurrency=1)
+    caller = make_caller()
+    for turn in range(20):
+        grant = await admission.acquire(f"soon-{turn}", caller)
+        pending = admission.release_soon(grant)
+        assert pending is not None and not pending.done()  # nothing was awaited
+        assert admission.release_soon(grant) is None  # idempotent
+    last = await admission.acquire("soon-last", caller)
+    await admission.release(last)
+    releases = [error for op, _, error in metrics.recorded_redis_calls if op == "release"]
+    assert releases == [False] * 21  # each reply handled when it came, none failed
