@@ -11,7 +11,7 @@ from service.config import Config
 from service.keys import CONFIG, DB_POOL
 
 
-async def _reset_when_needed(conn: asyncpg.Connection) -> None:
+async def reset_when_needed(conn: asyncpg.Connection) -> None:
     """What a released connection needs before its next user, without a round trip.
 
     asyncpg's default reset runs a reset query (RESET ALL, UNLISTEN *, advisory unlocks, …)
@@ -32,7 +32,7 @@ async def create_pool(cfg: Config, *, min_size: int | None = None) -> asyncpg.Po
         min_size=cfg.db_pool_min if min_size is None else min_size,
         max_size=cfg.db_pool_max,
         command_timeout=cfg.limits.request_deadline_seconds + 5,
-        reset=_reset_when_needed,
+        reset=reset_when_needed,
         server_settings={
             "application_name": "elova-mcp",
             "statement_timeout": str(timeout_ms),

@@ -6,11 +6,12 @@
 Both answer `get_many_executions` for a workspace (first page, `limit` rows) with the page
 statement our tool runs for that call (`service.tools.executions.page_query`; our tool
 embeds it in the statement that also reads the caller's approval and the scope), through an
-asyncpg pool of the same size, and shape rows with our `shape_row`. The SDK server is an
-`MCPServer` tool served by its streamable-HTTP transport in stateless JSON mode under
-uvicorn (no authorization, no limits: what a user would otherwise pick). The bare server
-is a plain aiohttp POST handler returning the rows encoded by msgspec: no MCP, no
-authorization, no limits — the least work that produces the answer.
+asyncpg pool of the same size and settings as ours (no reset query on release), and shape
+rows with our `shape_row`. The SDK server is an `MCPServer` tool served by its
+streamable-HTTP transport in stateless JSON mode under uvicorn (no authorization, no
+limits: what a user would otherwise pick). The bare server is a plain aiohttp POST handler
+returning the rows encoded by msgspec: no MCP, no authorization, no limits — the least
+work that produces the answer.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import msgspec
 from aiohttp import web
 
 from service.cli.serve import event_loop_factory, tune_gc
+from service.store.db import reset_when_needed
 from service.tools.executions import page_query, shape_row
 
 POOL_SIZE = 10
@@ -44,8 +46,15 @@ class _Pool:
         if self.pool is None:
             async with self.lock:
                 if self.pool is None:
+                    # Our service's pool settings (service.store.db), above all its reset:
+                    # asyncpg's default runs a reset query on every release, work the
+                    # least-work ceiling must not be charged with.
                     self.pool = await asyncpg.create_pool(
-                        self.dsn, min_size=POOL_SIZE, max_size=POOL_SIZE
+                        self.dsn,
+                        min_size=POOL_SIZE,
+                        max_size=POOL_SIZE,
+                        reset=reset_when_needed,
+                        server_settings={"TimeZone": "UTC", "jit": "off"},
                     )
         assert self.pool is not None
         return self.pool
