@@ -1,0 +1,164 @@
+"""What each part of a `tools/call get_many_executions` costs our server: the section 1 load
+against our service with parts switched off, next to the bare ceiling, in interleaved
+rounds (a diagnostic for the next engineer; not part of `make bench`).
+
+    python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [VARIANT ...]
+
+A variant is `base` (the service as shipped), `bare` (the ceiling) or a comma list of the
+switches below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
+measures a fixed number of calls (16 connections) with the CPU account of section 1: the
+server's, PostgreSQL's and Redis's CPU a call. Medians and minimums over the rounds are
+printed: on this shared machine one run moves ±15 %, so compare only variants measured
+side by side, and expect parts that cost < 0.05 ms a call to stay inside the noise.
+
+The switches replace code of the service in the measured process only (`serve` below):
+
+- noadmit   admission takes nothing (no Redis calls);
+- notext    the MCP text block holds one character instead of the result's JSON;
+- nolog     no request-log middleware (request id, HTTP metrics, access line);
+- nometrics every metric call is a no-op;
+- nocursor  nextCursor is not sealed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+SWITCHES = ("noadmit", "notext", "nolog", "nometrics", "nocursor")
+
+
+def serve(switches: set[str]) -> int:
+    """`elova-mcp serve` with `switches` applied (run in the measured process)."""
+    if "noadmit" in switches:
+        from service.limits.admission import Admission
+
+        async def acquire(self: Any, request_id: str, caller: Any) -> None:
+            return None
+
+        Admission.acquire = acquire  # type: ignore[assignment,method-assign]
+    if "notext" in switches:
+        from service.mcp import calls
+        from service.mcp import protocol as p
+
+        def success(call: Any, structured: bytes) -> p.CallToolResult:
+            result = p.CallToolResult(
+                content=[p.TextContent(text="x")],
+                structured_content=msgspec.Raw(structured),
+                is_error=False,
+            )
+            if call.modern:
+                result.result_type = p.COMPLETE
+            return result
+
+        calls._success = success
+    if "nolog" in switches:
+        from service import logs
+
+        logs.setup_request_log = lambda app: None
+    if "nometrics" in switches:
+        from service.metrics import Metrics
+
+        for name in ("observe_rpc", "observe_http", "request_started", "request_finished",
+                     "db_call", "redis_call"):  # fmt: skip
+            setattr(Metrics, name, lambda self, *args, **kwargs: None)
+    if "nocursor" in switches:
+        from service.tools.cursors import CursorCodec
+
+        CursorCodec.issue = lambda self, *args, **kwargs: "x"  # type: ignore[method-assign]
+    from service.__main__ import main
+
+    return main(["serve"])
+
+
+def measure(quick: bool, rounds: int, calls: int, variants: list[str]) -> str:
+    from tests.bench import scale, scenarios
+    from tests.bench.servers import (
+        CpuAccount,
+        free_port,
+        job,
+        load,
+        python,
+        running,
+        service_env,
+    )
+    from tests.support.services import REDIS_URL, new_redis_prefix
+
+    settings = scale.QUICK if quick else scale.FULL
+    data, cfg, access = asyncio.run(scale._prepare(settings))
+    logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
+    env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
+    ws = access.workspace_id
+    results: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
+    for number in range(rounds):
+        for variant in variants:
+            if variant == "bare":
+                port = free_port()
+                command = python("-m", "tests.bench.reference", "bare", "--port", str(port),
+                                 "--dsn", data.dsn)  # fmt: skip
+                request, expect = scenarios.bare_call(ws), '"executions":['
+            else:
+                port = cfg.port
+                switches = "" if variant == "base" else variant
+                command = python("-m", "tests.bench.ablation", "--serve", switches)
+                # A token a round: they live five minutes.
+                arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
+                request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
+                expect = '"isError":false'
+            with running("ablation", command, port, env, logs) as server:
+                load(job(port, [request], concurrency=16, warmup_seconds=1.0,
+                         duration_seconds=1.0, expect=expect))  # fmt: skip
+                with CpuAccount(server.pid) as cpu:
+                    done = load(job(port, [request], concurrency=16, warmup_seconds=0.0,
+                                    duration_seconds=120.0, max_requests=calls,
+                                    expect=expect))  # fmt: skip
+            if done.errors:
+                raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
+            per_call = cpu.per_call_ms(done.completed)
+            results[variant].append((per_call["server"], per_call["postgres"], done.rps))
+            print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms, "
+                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    lines = [
+        f"{rounds} rounds of {calls} calls, {data.executions:,} executions",
+        "",
+        "| variant | server CPU a call, median (min) ms | PostgreSQL ms | req/s |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for variant, runs in results.items():
+        own = [r[0] for r in runs]
+        lines.append(
+            f"| {variant} | {statistics.median(own):.3f} ({min(own):.3f}) "
+            f"| {statistics.median(r[1] for r in runs):.3f} "
+            f"| {statistics.median(r[2] for r in runs):.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.ablation")
+    parser.add_argument("--quick", action="store_true", help="the 200k-execution data set")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--serve", metavar="SWITCHES", help=argparse.SUPPRESS)
+    parser.add_argument("variants", nargs="*", default=["base", "bare"])
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        return serve(set(filter(None, args.serve.split(","))))
+    for variant in args.variants:
+        unknown = set(variant.split(",")) - {*SWITCHES, "base", "bare"}
+        if unknown:
+            parser.error(f"unknown switch {sorted(unknown)}; known: {', '.join(SWITCHES)}")
+    sys.stdout.write(measure(args.quick, args.rounds, args.calls, args.variants))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
