@@ -152,18 +152,17 @@ class Admission:
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
 
     async def release(self, grant: Grant) -> None:
-        """`release_soon`, then wait (bounded) for Redis to confirm it."""
+        """`release_soon`, then wait (bounded) for Redis to confirm it: what the transport
+        does before answering. Cancelling the wait does not cancel the release."""
         pending = self.release_soon(grant)
         if pending is not None:
             await asyncio.wait([pending], timeout=self._timeout * 3)
 
     def release_soon(self, grant: Grant) -> asyncio.Future[Any] | None:
-        """Free the grant's slots without waiting for Redis (idempotent): the release is
-        queued on the pipeline at once, so it reaches Redis before any later admission of
-        the same caller, and its reply (metrics, the breaker) is handled when it arrives.
-        A request's answer therefore never waits for its release, and a cancelled request
-        (the client went away) releases from its `finally` without an await. Returns the
-        pending reply, or None when nothing is left to wait for."""
+        """Free the grant's slots (idempotent): the release is queued on the pipeline at
+        once, so it reaches Redis before any later admission made by this replica, and its
+        reply (metrics, the breaker) is handled when it arrives, by a callback rather than
+        a task. Returns the pending reply, or None when nothing is left to wait for."""
         if grant.released:
             return None
         grant.released = True

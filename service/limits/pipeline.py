@@ -32,7 +32,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from hiredis import pack_command
-from redis.exceptions import NoScriptError, ResponseError
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 
 class Script:
@@ -66,6 +67,10 @@ class ScriptPipeline:
         self._redis = redis
         self._queue: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
+        # The pipeline's own connection: taken from redis-py's pool once and kept (one
+        # batch is on the wire at a time). Checking a connection out and in for every batch
+        # cost two lock round trips, a health check and redis-py's observability hooks.
+        self._conn: AbstractConnection | None = None
         self.batches = 0  # batches sent (tests/limits/test_pipeline.py reads both)
         self.calls = 0  # calls sent
 
@@ -86,10 +91,14 @@ class ScriptPipeline:
         return queued.reply
 
     async def close(self) -> None:
-        """Let the batch on the wire finish (its callers are waiting for it)."""
+        """Let the batch on the wire finish (its callers are waiting for it), then give the
+        connection back to the pool."""
         sender = self._sender
         if sender is not None:
             await asyncio.wait([sender], timeout=1.0)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await self._redis.connection_pool.release(conn)
 
     async def _drain(self) -> None:
         try:
@@ -122,10 +131,9 @@ class ScriptPipeline:
             _settle(q, reply)
 
     async def _round_trip(self, packed: bytes, count: int) -> list[Any]:
-        """Write the packed commands on one pooled connection and read their `count`
+        """Write the packed commands on the pipeline's connection and read their `count`
         replies (an error reply is returned in its place, not raised)."""
-        pool = self._redis.connection_pool
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        conn = await self._connection()
         try:
             await conn.send_packed_command(packed, check_health=False)
             replies: list[Any] = []
@@ -136,11 +144,28 @@ class ScriptPipeline:
                     replies.append(err)
             return replies
         except BaseException:
-            # Replies may be left unread: this connection must not serve another call.
+            # Replies may be left unread: the next batch starts on a fresh connection.
             await conn.disconnect()
             raise
-        finally:
-            await pool.release(conn)
+
+    async def _connection(self) -> AbstractConnection:
+        """The pipeline's connection, checked as redis-py's pool checks one it hands out:
+        connected, and holding no unread data (a server that closed it reads as EOF)."""
+        conn = self._conn
+        if conn is None:
+            pool = self._redis.connection_pool
+            taken: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
+            self._conn = taken
+            return taken
+        await conn.connect()  # type: ignore[no-untyped-call]  # a no-op while connected
+        try:
+            stale = await conn.can_read()
+        except (RedisError, OSError):  # closed under it: redis-py's ConnectionError
+            stale = True
+        if stale:
+            await conn.disconnect()
+            await conn.connect()  # type: ignore[no-untyped-call]
+        return conn
 
     async def _retry(self, q: _Queued) -> Any:
         """One call again after NOSCRIPT: load the script, send it alone."""

@@ -160,9 +160,10 @@ async def _admit_and_dispatch(
     finally:
         metrics.request_finished()
         if admission is not None and grant is not None:
-            # Queued now, not awaited: the answer does not wait for Redis, and a client that
-            # disconnects (a cancelled handler) cannot leak the admission slot.
-            admission.release_soon(grant)
+            # The answer leaves once Redis freed the slot: the caller's next request may
+            # reach another replica at once. The release is queued before the (bounded)
+            # wait, so a client that disconnects (a cancelled handler) cannot leak it.
+            await admission.release(grant)
     if grant is not None:
         answer.headers.update(grant.headers())
     return answer

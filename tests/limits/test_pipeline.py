@@ -94,3 +94,34 @@ async def test_a_flushed_script_is_reloaded_and_the_call_retried(
     await client.script_flush()
     assert (await pipe.call(admit, keys, ["r2", 10, 10, 10, 1000, 0]))[0] == 1
     await client.aclose()
+
+
+async def test_the_kept_connection_is_replaced_after_a_redis_restart(
+    redis_server: RedisServer,
+) -> None:
+    """The pipeline keeps one connection; a Redis that restarted in between closed it, and
+    the next call must notice before sending (as redis-py's pool would) and succeed."""
+    client = make_client(redis_server.url, timeout=1.0)
+    pipe = ScriptPipeline(client)
+    admit = Script("admit.lua")
+    keys = _keys("restart:", 1)
+    assert (await pipe.call(admit, keys, ["r1", 10, 10, 10, 1000, 0]))[0] == 1
+    redis_server.stop()
+    redis_server.start()
+    await asyncio.sleep(0.05)  # the loop sees the old connection's end of file
+    admit.sha = None  # the restarted Redis has no scripts: loaded again on the way
+    assert (await pipe.call(admit, keys, ["r2", 10, 10, 10, 1000, 0]))[0] == 1
+    assert pipe.batches == 2
+    await pipe.close()
+    await client.aclose()
+
+
+async def test_batches_share_one_connection(redis: aioredis.Redis, key_prefix: str) -> None:
+    pipe = ScriptPipeline(redis)
+    admit = Script("admit.lua")
+    for n in range(5):
+        await pipe.call(admit, _keys(key_prefix, n), [f"one-{n}", 10, 10, 10, 1000, 0])
+    assert pipe.batches == 5
+    assert len(redis.connection_pool._in_use_connections) == 1  # taken once, kept
+    await pipe.close()
+    assert not redis.connection_pool._in_use_connections  # given back on close

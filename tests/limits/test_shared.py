@@ -216,8 +216,9 @@ async def test_refusal_takes_nothing(make_admission: MakeAdmission) -> None:
 async def test_release_soon_is_in_place_before_the_next_admission(
     make_admission: MakeAdmission, metrics: RecordingMetrics
 ) -> None:
-    """The transport does not wait for a release: queued at once, it reaches Redis before
-    the same caller's next admission, so a caller at its cap is admitted again at once."""
+    """A release is queued at once (the transport's wait for it is then only a wait): it
+    reaches Redis before the same caller's next admission on this replica, even unawaited,
+    so a caller at its cap is admitted again at once."""
     admission = make_admission(account_concurrency=1)
     caller = make_caller()
     for turn in range(20):
