@@ -30,8 +30,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 SWITCHES = ("noadmit", "notext", "nolog", "nometrics", "nocursor")
 
 
@@ -48,14 +46,11 @@ def serve(switches: set[str]) -> int:
         from service.mcp import calls
         from service.mcp import protocol as p
 
+        shipped = calls._success
+
         def success(call: Any, structured: bytes) -> p.CallToolResult:
-            result = p.CallToolResult(
-                content=[p.TextContent(text="x")],
-                structured_content=msgspec.Raw(structured),
-                is_error=False,
-            )
-            if call.modern:
-                result.result_type = p.COMPLETE
+            result = shipped(call, structured)  # everything as shipped but the text block
+            result.content = [p.TextContent(text="x")]
             return result
 
         calls._success = success
