@@ -21,7 +21,19 @@ _PROG = "elova-mcp load"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("load", help="load a snapshot file of retained records")
+    parser = sub.add_parser(
+        "load",
+        help="load a snapshot file of retained records",
+        description=(
+            "Upsert the records of a snapshot file (one JSON object with the arrays accounts,"
+            " workspaces, instances, syncJobs, workflows, executions) in one transaction. A bad"
+            " record exits 1 naming the record and the field, and changes nothing."
+        ),
+        epilog=(
+            "Every array and field of the file: docs/snapshot-format.md in the repository;"
+            " an example that loads: docs/examples/snapshot.json."
+        ),
+    )
     parser.add_argument("file", metavar="FILE", help="snapshot JSON file ('-' reads stdin)")
 
 

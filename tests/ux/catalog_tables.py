@@ -88,13 +88,17 @@ def _values(schema: Schema) -> list[str]:
         out.append(", ".join(f"`{value}`" for value in schema["enum"]))
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None and high is not None:
-        out.append(f"≥ {_number(low)}" if high == SAFE_INTEGER else f"{_number(low)}–{_number(high)}")
+        out.append(
+            f"≥ {_number(low)}" if high == SAFE_INTEGER else f"{_number(low)}–{_number(high)}"
+        )
     elif low is not None:
         out.append(f"≥ {_number(low)}")
     if "minLength" in schema or "maxLength" in schema:
         low_len, high_len = schema.get("minLength", 0), schema.get("maxLength")
         out.append(
-            f"{low_len}–{high_len} characters" if high_len is not None else f"≥ {low_len} characters"
+            f"{low_len}–{high_len} characters"
+            if high_len is not None
+            else f"≥ {low_len} characters"
         )
     if "maxItems" in schema:
         out.append(f"at most {schema['maxItems']} items")
