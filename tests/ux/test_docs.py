@@ -1,7 +1,8 @@
 """The README and docs/ say what the code does: every setting the README lists is one that
 `Config.from_env` reads (with the default it documents), every `elova-mcp` command and
 option the docs show exists in the CLI, every `make` target exists, and every relative link
-points at a file. A user copying from the docs should never meet "no such option"."""
+points at a file and, with a `#fragment`, at a heading of it. A user copying from the docs
+should never meet "no such option" or a dead link."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from service.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 
 # What each documented default means on the parsed Config (README "Configuration" table).
 DEFAULTS: dict[str, Callable[[Config], object]] = {
@@ -170,3 +171,30 @@ def test_relative_links_point_at_files() -> None:
     for doc in DOCS:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text()):
             assert (doc.parent / target).exists(), f"{doc.name} links to missing {target}"
+
+
+def heading_anchors(doc: Path) -> set[str]:
+    """The fragments a Markdown renderer (GitHub's rule) gives the headings of a file."""
+    text = re.sub(r"^```.*?^```", "", doc.read_text(), flags=re.M | re.S)  # no code blocks
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def test_link_fragments_name_a_heading() -> None:
+    for doc in DOCS:
+        for target, fragment in re.findall(r"\]\(([^)#:]*)#([^)]+)\)", doc.read_text()):
+            linked = (doc.parent / target) if target else doc
+            if linked.suffix != ".md":
+                continue
+            assert fragment in heading_anchors(linked), f"{doc.name} links to {target}#{fragment}"
+
+
+def test_docs_link_the_product_docs() -> None:
+    """The README leads to every product doc, and each product doc is linked from another."""
+    product = ["tools", "reading-rules", "limits", "authorization", "protocol", "snapshot-format"]
+    readme = README.read_text()
+    for name in product:
+        assert f"(docs/{name}.md)" in readme, f"README does not link docs/{name}.md"
