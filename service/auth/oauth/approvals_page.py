@@ -33,6 +33,7 @@ from service.keys import DB_POOL
 
 REVOKE_PATH = APPROVALS_PATH + "/revoke"
 DATE_FORMAT = "%Y-%m-%d %H:%M UTC"
+FOLDED_AFTER = 8  # workspace names shown before "Show all"
 
 # How a client came to be registered, from what its row holds.
 REGISTERED_BY_METADATA = "Client ID Metadata Document"
@@ -106,7 +107,12 @@ async def _approvals(
 
 
 def _signed_in_context(session: SignedIn) -> dict[str, Any]:
-    return {"account": session, "csrf": session.csrf_token, "signout_action": SIGNOUT_PATH}
+    return {
+        "account": session,
+        "csrf": session.csrf_token,
+        "signout_action": SIGNOUT_PATH,
+        "folded_after": FOLDED_AFTER,
+    }
 
 
 async def approvals_page(request: web.Request) -> web.Response:
