@@ -122,6 +122,7 @@ async def test_pages_at_phone_and_desktop_widths(
             for width in NARROW_PHONES:
                 await browser.viewport(width, PHONE_HEIGHT)
                 assert await overflow_problems(browser, width) == [], f"approval at {width} px"
+                await browser.full_screenshot(shots / f"approval-{width}.png")
             await browser.viewport(PHONE, PHONE_HEIGHT)
             tz_header = "return getComputedStyle(document.querySelector('th.tz')).display"
             assert await browser.execute(tz_header) == "none"
@@ -229,7 +230,7 @@ async def test_pages_at_phone_and_desktop_widths(
             await browser.get(server.base_url + "/signout")
             await browser.click("form button[type=submit]")
             await browser.wait_for_url(server.base_url + "/signin")
-    assert len(list(shots.glob("*.png"))) == 16
+    assert len(list(shots.glob("*.png"))) == 18
     _report(shots)
 
 
