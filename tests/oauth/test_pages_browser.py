@@ -129,13 +129,9 @@ async def test_pages_at_phone_and_desktop_widths(
             assert "Europe/Berlin" in await _text(browser, "td.name")  # folded under the name
 
             # Nothing chosen: the refusal sits next to the list, not at the top.
-            await browser.click("#select-none")
-            await browser.wait_for(
-                "return document.querySelector('#ws-count') &&"
-                " !document.querySelector('input[name=workspace]:checked')"
-            )
-            await browser.click("button[name=decision][value=approve]")
-            await browser.wait_for("return document.querySelector('.field-error')")
+            await browser.click_to_load("#select-none")
+            assert await _checked(browser) == 0
+            await browser.click_to_load("button[name=decision][value=approve]")
             error = await browser.execute(
                 """const e = document.querySelector('.field-error');
                    if (!e) return null;
@@ -149,8 +145,7 @@ async def test_pages_at_phone_and_desktop_widths(
             await check_page(browser, shots, "approval-error")
 
             # Select all: the 50 allowed of 55, and the page says so.
-            await browser.click("#select-all")
-            await browser.wait_for("return document.querySelector('.note[role=status]')")
+            await browser.click_to_load("#select-all")
             assert await _checked(browser) == 50
             page = await browser.source()
             assert "50 workspaces chosen, the most an approval can include" in page
@@ -199,13 +194,13 @@ async def test_pages_at_phone_and_desktop_widths(
             await check_page(browser, shots, "approvals", tabs=4)
 
             # Revoking asks first; the approval keeps working until confirmed.
-            await browser.click("a.button.danger")
+            await browser.click_to_load("a.button.danger")
             await browser.wait_for_url(server.base_url + "/approvals/revoke?approval=")
             assert "Revoke" in await browser.title()
             async with http.post(server.mcp_url, json=body, headers=bearer(headers, access)) as r:
                 assert r.status == 200
             await check_page(browser, shots, "revoke-confirm", tabs=4)
-            await browser.click("button.danger-solid")
+            await browser.click_to_load("button.danger-solid")
             await browser.wait_for_url(server.base_url + "/approvals?revoked=1")
             assert "was revoked" in await browser.source()
             async with http.post(server.mcp_url, json=body, headers=bearer(headers, access)) as r:

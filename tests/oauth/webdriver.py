@@ -179,6 +179,14 @@ class Browser:
         actions = [{"type": "key", "id": "keyboard", "actions": keys}]
         await self._s("POST", "/actions", {"actions": actions})
 
+    async def click_to_load(self, css: str, timeout: float = 15.0) -> None:
+        """Click what loads a new page (a submit button, a link) and wait until it has."""
+        await self.execute("window.__elovaOldPage = true;")
+        await self.click(css)
+        await self.wait_for(
+            "return !window.__elovaOldPage && document.readyState === 'complete'", timeout
+        )
+
     async def wait_for(self, script: str, timeout: float = 15.0) -> Any:
         """The first truthy value `script` returns, polled until `timeout`."""
         deadline = asyncio.get_running_loop().time() + timeout
