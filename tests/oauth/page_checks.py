@@ -35,10 +35,15 @@ async def label_problems(browser: Browser) -> list[str]:
     return list(await browser.execute(_call("labels()")))
 
 
-async def focus_walk(browser: Browser, presses: int) -> tuple[list[str], list[str]]:
-    """Press Tab `presses` times from the top of the page: what got focus, and the problems
-    of its focus indicator."""
-    await browser.execute("document.activeElement.blur(); window.scrollTo(0, 0);")
+async def focus_walk(
+    browser: Browser, presses: int, start: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Press Tab `presses` times from the top of the page (or from the element `start`
+    selects): what got focus, and the problems of its focus indicator."""
+    if start is None:
+        await browser.execute("document.activeElement.blur(); window.scrollTo(0, 0);")
+    else:
+        await browser.execute("document.querySelector(arguments[0]).focus();", start)
     visited: list[str] = []
     problems: list[str] = []
     for _ in range(presses):

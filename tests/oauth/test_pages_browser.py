@@ -28,7 +28,7 @@ from tests.oauth.page_checks import (
     overflow_problems,
 )
 from tests.oauth.test_browser import Callback, callback  # noqa: F401 - the fixture
-from tests.oauth.webdriver import Browser, browser_available
+from tests.oauth.webdriver import SHIFT_TAB, Browser, browser_available
 from tests.support.server import InProcessServer
 from tests.support.services import TestDatabase
 
@@ -107,8 +107,13 @@ async def test_pages_at_phone_and_desktop_widths(
         authorize_url = str(aiohttp.client.URL(server.base_url + "/authorize").with_query(params))
 
         async with Browser() as browser:
-            # Sign-in.
+            # A refused authorization request is a page too.
             await browser.viewport(PHONE, PHONE_HEIGHT)
+            await browser.get(server.base_url + "/authorize?client_id=nobody")
+            assert await browser.execute("return document.querySelector('h1').innerText")
+            await check_page(browser, shots, "authorize-error", tabs=1)
+
+            # Sign-in.
             await browser.get(authorize_url)
             assert "/signin" in await browser.url()
             await check_page(browser, shots, "signin", tabs=3)
@@ -119,6 +124,14 @@ async def test_pages_at_phone_and_desktop_widths(
 
             # The approval page: folded on phones, inside its card at every width.
             await check_page(browser, shots, "approval", tabs=8)
+            # The rest of the form by keyboard: permissions, expiry, the link, Deny, Approve.
+            visited, problems = await focus_walk(browser, 5, start="input[name=grant_scope]")
+            assert problems == [] and visited[-1].startswith("button.button.primary"), visited
+            await browser.full_screenshot(shots / "approval-focus-390.png")
+            await browser.execute("document.querySelector('#expiry a').focus()")
+            await browser.press(SHIFT_TAB)  # back into the radio group, onto the ticked radio
+            assert await browser.execute("return document.activeElement.value") == "7d"
+            await browser.full_screenshot(shots / "approval-focus-expiry-390.png")
             for width in NARROW_PHONES:
                 await browser.viewport(width, PHONE_HEIGHT)
                 assert await overflow_problems(browser, width) == [], f"approval at {width} px"
@@ -225,7 +238,7 @@ async def test_pages_at_phone_and_desktop_widths(
             await browser.get(server.base_url + "/signout")
             await browser.click("form button[type=submit]")
             await browser.wait_for_url(server.base_url + "/signin")
-    assert len(list(shots.glob("*.png"))) == 18
+    assert len(list(shots.glob("*.png"))) == 22
     _report(shots)
 
 

@@ -22,6 +22,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 TAB = "\ue004"
+SHIFT_TAB = "\ue008\ue004"
 CHROME_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -173,10 +174,12 @@ class Browser:
         )
         path.write_bytes(base64.b64decode(shot["data"]))
 
-    async def press(self, key: str) -> None:
-        """One key press (a WebDriver key code, e.g. TAB) on the focused element."""
-        keys = [{"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]
-        actions = [{"type": "key", "id": "keyboard", "actions": keys}]
+    async def press(self, keys: str) -> None:
+        """Press WebDriver key codes together (TAB; SHIFT_TAB: shift held, then tab) on the
+        focused element, and let go in reverse order."""
+        downs = [{"type": "keyDown", "value": k} for k in keys]
+        ups = [{"type": "keyUp", "value": k} for k in reversed(keys)]
+        actions = [{"type": "key", "id": "keyboard", "actions": downs + ups}]
         await self._s("POST", "/actions", {"actions": actions})
 
     async def click_to_load(self, css: str, timeout: float = 15.0) -> None:
