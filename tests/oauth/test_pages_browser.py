@@ -42,7 +42,7 @@ NARROW_PHONES = (320, 414)
 DESKTOP, DESKTOP_HEIGHT = 1280, 900
 LONG_NAMES = [
     "Customer success operations and onboarding automation (EMEA, night shift)",
-    "Zürich-Ops-" + "x" * 60,
+    "Alpha-Ops-Zürich-" + "x" * 60,
     "Billing",
 ]
 
