@@ -141,3 +141,27 @@ async def test_two_replicas_flush_on_their_own_and_at_shutdown(
                 assert resp.status == 200
             assert await _calls(db_pool, issued.approval_id) == 2
     assert await _calls(db_pool, issued.approval_id) == 3
+
+
+async def test_only_answered_tool_calls_count(test_database: TestDatabase) -> None:
+    async with InProcessServer(test_database.dsn) as server:
+        pool = server.apps[0][DB_POOL]
+        account = await seed_account(pool, workspaces=1)
+        issued = await server.approve(
+            account=account.email, workspaces=account.workspaces, scope="workspaces:read"
+        )
+        calls = [
+            ("get_workspace", {"workspaceId": str(uuid.uuid4())}, 200),  # a tool error counts
+            ("no_such_tool", {}, 200),  # JSON-RPC error: not counted
+            ("get_many_instances", {"workspaceId": account.workspaces[0]}, 403),  # no scope
+        ]
+        async with aiohttp.ClientSession() as http:
+            for name, arguments, status in calls:
+                body, headers = tool_call(name, arguments)
+                async with http.post(
+                    server.mcp_url, json=body, headers=bearer(headers, issued.access_token)
+                ) as resp:
+                    assert resp.status == status, await resp.text()
+        await activity.flush_now(server.apps[0])
+        read = await read_approval_activity(pool, [issued.approval_id])
+    assert [(t.tool, t.last_day) for t in read[issued.approval_id].tools] == [("get_workspace", 1)]
