@@ -16,6 +16,7 @@ import uuid
 import asyncpg
 from aiohttp import web
 
+from service.auth.activity import record_call
 from service.auth.bearer import auth_reason, authenticate, challenge
 from service.auth.caller import Caller
 from service.errors import AuthError, LimitExceeded, ProtocolError, Unavailable
@@ -88,6 +89,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
 async def post(request: web.Request, rid: str) -> Answer:
     started = time.perf_counter()
     answer, method, tool = await _post(request, rid)
+    record_call(request, tool)  # approval activity: an in-process counter, no I/O
     label = method if method in KNOWN_METHODS else "other"
     request.app[METRICS].observe_rpc(
         label, tool, answer.outcome, time.perf_counter() - started, len(answer.body)

@@ -3,6 +3,7 @@ family), and the /approvals page where a person lists and revokes approvals."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from tests.oauth.conftest import OAuth
@@ -77,7 +78,12 @@ async def test_approvals_page_lists_and_revokes(oauth: OAuth, account: Account) 
     html = await page.text()
     assert page.status == 200 and "Test Agent" in html and "127.0.0.1:53682" in html
     assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
-    fields = dict(hidden(html, index=1))  # form 0 is sign-out
+    assert set(dict(hidden(html))) == {"csrf"}  # form 0 is sign-out; Revoke is a link
+    confirm_path = re.search(r'href="(/approvals/revoke\?approval=[^"]+)"', html)[1]  # type: ignore[index]
+    confirm = await oauth.http.get(confirm_path)
+    assert confirm.status == 200 and "Revoke" in await confirm.text()
+    assert await _mcp_status(oauth, tokens["access_token"]) == 200  # asking is not revoking
+    fields = dict(hidden(await confirm.text(), index=1))  # form 0 is sign-out
     assert set(fields) == {"csrf", "approval_id"}
     no_csrf = await oauth.http.post(
         "/approvals/revoke", data={"approval_id": fields["approval_id"]}, allow_redirects=False

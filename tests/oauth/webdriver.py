@@ -21,6 +21,8 @@ from tests.support.server import free_port
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
+TAB = "\ue004"
+SHIFT_TAB = "\ue008\ue004"
 CHROME_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -147,6 +149,57 @@ class Browser:
     async def screenshot(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(await self._s("GET", "/screenshot")))
+
+    async def execute(self, script: str, *args: Any) -> Any:
+        """Run `script` (a function body: `arguments[i]`, `return …`) in the page."""
+        return await self._s("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    async def cdp(self, command: str, params: dict[str, Any] | None = None) -> Any:
+        """A Chrome DevTools Protocol command (chromedriver's goog/cdp/execute)."""
+        return await self._s("POST", "/goog/cdp/execute", {"cmd": command, "params": params or {}})
+
+    async def viewport(self, width: int, height: int, *, mobile: bool | None = None) -> None:
+        """Emulate a screen `width` CSS px wide (a phone below 600 px: mobile viewport rules)."""
+        phone = width < 600 if mobile is None else mobile
+        await self.cdp(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": phone},
+        )
+
+    async def full_screenshot(self, path: Path) -> None:
+        """The whole page, not only what fits the viewport."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shot = await self.cdp(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}
+        )
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    async def press(self, keys: str) -> None:
+        """Press WebDriver key codes together (TAB; SHIFT_TAB: shift held, then tab) on the
+        focused element, and let go in reverse order."""
+        downs = [{"type": "keyDown", "value": k} for k in keys]
+        ups = [{"type": "keyUp", "value": k} for k in reversed(keys)]
+        actions = [{"type": "key", "id": "keyboard", "actions": downs + ups}]
+        await self._s("POST", "/actions", {"actions": actions})
+
+    async def click_to_load(self, css: str, timeout: float = 15.0) -> None:
+        """Click what loads a new page (a submit button, a link) and wait until it has."""
+        await self.execute("window.__elovaOldPage = true;")
+        await self.click(css)
+        await self.wait_for(
+            "return !window.__elovaOldPage && document.readyState === 'complete'", timeout
+        )
+
+    async def wait_for(self, script: str, timeout: float = 15.0) -> Any:
+        """The first truthy value `script` returns, polled until `timeout`."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            value = await self.execute(script)
+            if value:
+                return value
+            if asyncio.get_running_loop().time() > deadline:
+                raise WebDriverError(f"still false after {timeout:g} s: {script[:80]}")
+            await asyncio.sleep(0.1)
 
     async def wait_for_url(self, prefix: str, timeout: float = 15.0) -> str:
         deadline = asyncio.get_running_loop().time() + timeout

@@ -11,9 +11,10 @@ the approvals page, the token and revocation endpoints. One concern a module:
     token.py          POST /token (code exchange, refresh rotation)
     revocation.py     POST /revoke (RFC 7009)
     signin.py         sign-in / sign-out pages
+    error_pages.py    404/405/500: a page for browsers, JSON for the rest (a middleware)
     sessions.py       server-side sign-in sessions and CSRF tokens
     throttle.py       failed sign-in throttle in PostgreSQL
-    approvals_page.py /approvals: list and revoke
+    approvals_page.py /approvals: list with activity, confirm and revoke
     pages.py          rendering, security headers, CSP, the stylesheet
     responses.py      OAuth JSON errors
 """
@@ -32,12 +33,14 @@ from service.auth.oauth import (
     signin,
     token,
 )
+from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.pages import setup_pages
 
 
 def setup_oauth(app: web.Application) -> None:
     """Templates and every authorization-server route."""
     setup_pages(app)
+    app.middlewares.append(error_pages)
     r = app.router
     r.add_get(metadata.PATH, metadata.serve_metadata)
     r.add_post(metadata.REGISTER_PATH, registration.register)
@@ -47,6 +50,8 @@ def setup_oauth(app: web.Application) -> None:
     r.add_post(metadata.REVOKE_PATH, revocation.revoke)
     r.add_get(metadata.SIGNIN_PATH, signin.signin_page)
     r.add_post(metadata.SIGNIN_PATH, signin.signin)
+    r.add_get(metadata.SIGNOUT_PATH, signin.signout_page)
     r.add_post(metadata.SIGNOUT_PATH, signin.signout)
     r.add_get(metadata.APPROVALS_PATH, approvals_page.approvals_page)
+    r.add_get(approvals_page.REVOKE_PATH, approvals_page.confirm_revoke)
     r.add_post(approvals_page.REVOKE_PATH, approvals_page.revoke)

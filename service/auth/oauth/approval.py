@@ -7,7 +7,12 @@ names and error text can hold personal information that the client will be able 
 `decide` handles the POST: it re-validates the authorization request, the session and the
 CSRF token, enforces every bound on the server (through `grant_approval`, which also keeps
 the 100-active-approvals cap), creates or updates the approval and redirects to the client
-with a one-time code. Works without JavaScript.
+with a one-time code. A refusal about one choice is shown next to that choice.
+
+The page has no script (its CSP forbids every one): "Select all" and "Clear" are submit
+buttons whose POST shows the page again with the boxes ticked or cleared (select all keeps
+what is ticked and adds the next listed workspaces, up to the 50 allowed); the count of
+ticked boxes under the list is a CSS counter, so it follows every tick.
 """
 
 from __future__ import annotations
@@ -80,9 +85,13 @@ async def show(
     session: SignedIn,
     *,
     error: str | None = None,
+    error_field: str | None = None,
     status: int = 200,
     chosen: dict[str, Any] | None = None,
+    select: str | None = None,
 ) -> web.Response:
+    """The approval page; `error_field` (workspaces, scopes, expires) puts the error next to
+    that choice; `select` ("all" or "none") re-ticks the workspaces as those buttons ask."""
     pool = request.app[DB_POOL]
     rows = await pool.fetch(_WORKSPACES, session.account_id, LISTED_WORKSPACES)
     situation = await pool.fetchrow(_SITUATION, session.account_id, req.client.client_id)
@@ -93,6 +102,15 @@ async def show(
     else:
         only = {str(rows[0]["id"])} if len(rows) == 1 else set()
         checked_workspaces, checked_scopes, expiry = before or only, set(req.scopes), DEFAULT_EXPIRY
+    listed = [str(r["id"]) for r in rows]
+    select_note = None
+    if select == "all":
+        checked_workspaces = select_all(listed, checked_workspaces)
+        if len(listed) > MAX_WORKSPACES:
+            select_note = f"{MAX_WORKSPACES} workspaces chosen, the most an approval can include."
+    elif select == "none":
+        checked_workspaces = []
+    checked = set(checked_workspaces)
     target = urlsplit(req.redirect_uri)
     context = {
         "client_name": req.client.client_name,
@@ -105,11 +123,13 @@ async def show(
                 "name": r["name"][:MAX_NAME_SHOWN],
                 "role": r["role"],
                 "time_zone": r["time_zone"],
-                "checked": str(r["id"]) in checked_workspaces,
+                "checked": str(r["id"]) in checked,
             }
             for r in rows
         ],
         "total_workspaces": rows[0]["total"] if rows else 0,
+        "checked_count": sum(1 for w in listed if w in checked),
+        "select_note": select_note,
         "listed_limit": LISTED_WORKSPACES,
         "max_workspaces": MAX_WORKSPACES,
         "scopes": [
@@ -126,11 +146,33 @@ async def show(
         "approvals_path": APPROVALS_PATH,
         "action": AUTHORIZE_PATH,
         "error": error,
+        "error_field": error_field,
     }
     return render(
         request, "approve.html", context, status=status,
         form_targets=[redirect_origin(req.redirect_uri)],
     )  # fmt: skip
+
+
+def select_all(listed: list[str], checked: Any) -> list[str]:
+    """What "Select all" ticks: the ticked workspaces (in list order), then the next listed
+    ones, up to the most an approval can include."""
+    ticked = set(checked)
+    chosen = [w for w in listed if w in ticked][:MAX_WORKSPACES]
+    for w in listed:
+        if len(chosen) >= MAX_WORKSPACES:
+            break
+        if w not in ticked:
+            chosen.append(w)
+    return chosen
+
+
+class FieldRefused(ApprovalRefused):
+    """A refusal about one choice of the form (shown next to it)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _choices(form: Any) -> dict[str, Any]:
@@ -143,15 +185,37 @@ def _choices(form: Any) -> dict[str, Any]:
 
 def _workspace_ids(raw: list[str]) -> list[uuid.UUID]:
     if not raw:
-        raise ApprovalRefused("Choose at least one workspace.")
-    if len(raw) > LISTED_WORKSPACES:
-        raise ApprovalRefused(
-            f"An approval can include at most {MAX_WORKSPACES} workspaces, not {len(raw)}."
+        raise FieldRefused("workspaces", "Choose at least one workspace.")
+    count = len(set(raw))
+    if count > MAX_WORKSPACES:
+        raise FieldRefused(
+            "workspaces",
+            f"An approval can include at most {MAX_WORKSPACES} workspaces, not {count}."
+            " Untick some of them.",
         )
     try:
         return [uuid.UUID(w) for w in raw]
     except ValueError:
-        raise ApprovalRefused("One of the chosen workspaces does not exist.") from None
+        raise FieldRefused("workspaces", "One of the chosen workspaces does not exist.") from None
+
+
+def _check_choices(req: AuthorizationRequest, chosen: dict[str, Any]) -> list[uuid.UUID]:
+    """The chosen workspace ids, or the refusal of the first choice that cannot be granted
+    (in the page's order: workspaces, permissions, expiry)."""
+    workspace_ids = _workspace_ids(chosen["workspaces"])
+    unasked = chosen["scopes"] - set(req.scopes)
+    if unasked:
+        raise FieldRefused(
+            "scopes", f"The application did not ask for {', '.join(sorted(unasked))}."
+        )
+    if not chosen["scopes"]:
+        raise FieldRefused("scopes", "Choose at least one permission.")
+    if chosen["expires"] not in EXPIRY_CHOICES:
+        shown = str(chosen["expires"])[:20]
+        raise FieldRefused(
+            "expires", f"An expiry of {shown!r} is not offered; choose 1 day, 7 days or 30 days."
+        )
+    return workspace_ids
 
 
 async def decide(request: web.Request) -> web.Response:
@@ -181,16 +245,14 @@ async def decide(request: web.Request) -> web.Response:
         denied = {"error": "access_denied", "error_description": "the account declined"}
         return see_other(redirect_to(req.redirect_uri, denied, req.state, cfg.issuer),
                          form_targets=targets)  # fmt: skip
+    if decision in ("select_all", "select_none"):
+        select = "all" if decision == "select_all" else "none"
+        return await show(request, req, session, chosen=chosen, select=select)
     if decision != "approve":
         return await show(request, req, session, chosen=chosen, status=400,
                           error="Choose Approve or Deny.")  # fmt: skip
     try:
-        unasked = chosen["scopes"] - set(req.scopes)
-        if unasked:
-            raise ApprovalRefused(f"The application did not ask for {', '.join(sorted(unasked))}.")
-        if not chosen["scopes"]:
-            raise ApprovalRefused("Choose at least one permission.")
-        workspace_ids = _workspace_ids(chosen["workspaces"])
+        workspace_ids = _check_choices(req, chosen)
         async with pool.acquire() as conn, conn.transaction():
             granted = await grant_approval(
                 conn,
@@ -204,7 +266,10 @@ async def decide(request: web.Request) -> web.Response:
     except ApprovalLimitReached:
         return await show(request, req, session, chosen=chosen, status=409, error=CAP_MESSAGE)
     except ApprovalRefused as err:
-        return await show(request, req, session, chosen=chosen, status=400, error=_sentence(err))
+        # grant_approval's own refusals about workspaces: not a member (a forged form)
+        field = getattr(err, "field", "workspaces" if "workspace" in err.message else None)
+        return await show(request, req, session, chosen=chosen, status=400,
+                          error=_sentence(err), error_field=field)  # fmt: skip
     location = redirect_to(req.redirect_uri, {"code": code}, req.state, cfg.issuer)
     return see_other(location, form_targets=targets)
 

@@ -54,11 +54,22 @@ def render(
     return response
 
 
+NOTHING_SHARED = "Nothing was shared with any application. You can close this tab."
+
+
 def error_page(
-    request: web.Request, title: str, message: str, *, status: int = 400
+    request: web.Request,
+    title: str,
+    message: str,
+    *,
+    status: int = 400,
+    note: str = NOTHING_SHARED,
+    back: tuple[str, str] | None = None,
 ) -> web.Response:
-    """A refusal shown to the person in the browser (never sent to a client's URI)."""
-    return render(request, "error.html", {"title": title, "message": message}, status=status)
+    """A refusal shown to the person in the browser (never sent to a client's URI); `back`
+    is a (path, text) link onwards."""
+    context = {"title": title, "message": message, "note": note, "back": back}
+    return render(request, "error.html", context, status=status)
 
 
 def see_other(location: str, *, form_targets: Iterable[str] = ()) -> web.Response:

@@ -19,7 +19,12 @@ from aiohttp import web
 
 from service.auth.oauth import sessions, throttle
 from service.auth.oauth.clients import load_client
-from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH, SIGNIN_PATH
+from service.auth.oauth.metadata import (
+    APPROVALS_PATH,
+    AUTHORIZE_PATH,
+    SIGNIN_PATH,
+    SIGNOUT_PATH,
+)
 from service.auth.oauth.pages import (
     Form,
     error_page,
@@ -163,6 +168,19 @@ async def session_form(
             request, "This form has expired", f"Reload the {page} and try again.", status=403
         )
     return session, form
+
+
+async def signout_page(request: web.Request) -> web.Response:
+    """GET /signout: the button that signs out (signing out changes state, so it is a POST)."""
+    session = await sessions.current_session(request)
+    context = {
+        "account": session,
+        "csrf": session.csrf_token if session else "",
+        "signout_action": SIGNOUT_PATH,
+        "signin_path": signin_location(APPROVALS_PATH),
+        "approvals_path": APPROVALS_PATH,
+    }
+    return render(request, "signout.html", context)
 
 
 async def signout(request: web.Request) -> web.Response:
