@@ -90,6 +90,10 @@ def document_url_problem(url: str, *, allow_private: bool) -> str | None:
     return None
 
 
+class PrivateAddress(OSError):
+    """Raised by the resolver: the name has an address the fetch may not connect to."""
+
+
 class PublicOnlyResolver(AbstractResolver):
     """DNS through the default resolver, refusing a name with any non-public address."""
 
@@ -102,7 +106,7 @@ class PublicOnlyResolver(AbstractResolver):
         found = await self._inner.resolve(host, port, family)
         private = [r["host"] for r in found if not public_address(r["host"])]
         if private or not found:
-            raise OSError(f"{host} resolves to a private or local address")
+            raise PrivateAddress(f"{host} resolves to a private or local address")
         return found
 
     async def close(self) -> None:
@@ -163,7 +167,7 @@ async def fetch_document(
     except TimeoutError:
         raise FetchRefused(f"{host} did not answer within {FETCH_TIMEOUT_SECONDS:g} s") from None
     except aiohttp.ClientConnectorError as err:
-        if "private or local" in str(err):
+        if isinstance(err.os_error, PrivateAddress):
             raise FetchRefused(f"{host} resolves to a private or local address") from None
         raise FetchRefused(f"{host} could not be reached") from None
     except aiohttp.ClientError:
