@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
+from service.auth.oauth import cimd as cimd_module
 from service.auth.oauth import cimd_fetch
 from service.auth.oauth.cimd import METADATA_CLIENTS, cache_seconds
 from service.auth.oauth.cimd_fetch import PublicOnlyResolver, public_address
@@ -151,6 +152,31 @@ async def test_cache_follows_the_caching_headers(cimd: OAuth, docs: DocumentServ
         "SELECT client_name FROM oauth_clients WHERE client_id = $1", docs.url
     )
     assert name == "Claude (new)"
+
+
+async def test_token_endpoint_follows_the_document(
+    cimd: OAuth, docs: DocumentServer, account: Account, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cimd_module, "REFUSAL_SECONDS", 0.0)  # refusals not remembered here
+    docs.headers = {"Cache-Control": "no-store"}
+    got = await cimd.code_for(account, Registered(docs.url, "http://127.0.0.1:5001/callback"))
+    tokens = await (await cimd.exchange(got)).json()
+
+    async def unavailable(request: web.Request) -> web.Response:
+        return web.Response(status=503)
+
+    # The document's host is down: the stored client keeps working (no forced re-approval).
+    docs.handler = unavailable
+    refreshed = await cimd.refresh(got, tokens["refresh_token"])
+    assert refreshed.status == 200, await refreshed.text()
+    # The document now names another client: the client is refused where it stands.
+    docs.handler = None
+    docs.body = docs.document(client_id="https://impostor.example/client.json")
+    refused = await cimd.refresh(got, (await refreshed.json())["refresh_token"])
+    assert refused.status == 401
+    answer = await refused.json()
+    assert answer["error"] == "invalid_client"
+    assert "client_id is not the URL" in answer["error_description"]
 
 
 def test_cache_lifetime() -> None:

@@ -15,8 +15,11 @@ a refused fetch is remembered for 30 seconds so a page reload cannot make the se
 in a loop. The cache is per process and bounded (1000 documents): a replica sees a
 changed document within the ceiling, and the stored row (what `/token` and the approvals
 read) is rewritten on every fetch, so every replica agrees with the last fetch.
-`/token` and `/revoke` use the stored row and never fetch: a client whose document was
-never accepted here is an unknown client.
+`/token` and `/revoke` resolve a URL client the same way (through the cache), so a
+document that became unacceptable stops its client there too (`invalid_client`). Only when
+the document's host does not answer (timeout, unreachable, 5xx) do they fall back to the
+stored row of a document accepted before: a CDN outage must not force every person to
+approve again. A URL that never passed `/authorize` has no row and is an unknown client.
 """
 
 from __future__ import annotations
@@ -218,6 +221,22 @@ async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     yield
     await app[METADATA_CLIENTS].close()
+
+
+async def token_client(
+    app: web.Application, conn: asyncpg.Connection | asyncpg.Pool, client_id: str
+) -> Client | None:
+    """The metadata-document client calling `/token` or `/revoke` (see the module notes), or
+    None when it is unknown here; FetchRefused when its document is now refused."""
+    stored = await load_client(conn, client_id)
+    if stored is None:
+        return None
+    try:
+        return await app[METADATA_CLIENTS].client(conn, client_id)
+    except FetchRefused as err:
+        if err.transient:
+            return stored
+        raise
 
 
 async def authorizing_client(

@@ -40,7 +40,12 @@ USER_AGENT = "elova-mcp (client-id-metadata-document fetch)"
 
 class FetchRefused(Exception):
     """The document cannot be fetched or is not acceptable; the message says why (shown to
-    the person on the error page, never to the document's server)."""
+    the person on the error page, never to the document's server). `transient`: the host
+    did not answer (timeout, unreachable, 5xx), as opposed to an answer that is refused."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def public_address(address: str) -> bool:
@@ -162,16 +167,21 @@ async def fetch_document(
             if 300 <= resp.status < 400:
                 raise FetchRefused("the metadata document redirects; serve it at its client id")
             if resp.status != 200:
-                raise FetchRefused(f"the metadata document answered HTTP {resp.status}")
+                raise FetchRefused(
+                    f"the metadata document answered HTTP {resp.status}",
+                    transient=resp.status >= 500,
+                )
             return Fetched(await _bounded_body(resp), dict(resp.headers))
     except TimeoutError:
-        raise FetchRefused(f"{host} did not answer within {FETCH_TIMEOUT_SECONDS:g} s") from None
+        raise FetchRefused(
+            f"{host} did not answer within {FETCH_TIMEOUT_SECONDS:g} s", transient=True
+        ) from None
     except aiohttp.ClientConnectorError as err:
         if isinstance(err.os_error, PrivateAddress):
             raise FetchRefused(f"{host} resolves to a private or local address") from None
-        raise FetchRefused(f"{host} could not be reached") from None
+        raise FetchRefused(f"{host} could not be reached", transient=True) from None
     except aiohttp.ClientError:
-        raise FetchRefused(f"{host} could not be reached") from None
+        raise FetchRefused(f"{host} could not be reached", transient=True) from None
 
 
 async def _bounded_body(resp: aiohttp.ClientResponse) -> bytes:

@@ -6,7 +6,8 @@ either as `client_secret` in the form or in `Authorization: Basic` (URL-encoded 
 secret); either way is accepted whichever it registered. Every failure is 401
 `invalid_client`, so clients that lost their registration (or were given one another
 replica forgot) register again: an unknown or deleted client, a missing or wrong secret,
-two different ids. The secret is compared as its SHA-256, in constant time.
+two different ids, a metadata document that is now refused (`cimd.token_client`). The
+secret is compared as its SHA-256, in constant time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import asyncpg
 from aiohttp import hdrs, web
 from multidict import MultiMapping
 
+from service.auth.oauth.cimd import is_metadata_client_id, token_client
+from service.auth.oauth.cimd_fetch import FetchRefused
 from service.auth.oauth.clients import Client, load_client
 from service.auth.oauth.registration import hash_client_secret
 from service.auth.oauth.responses import OAuthError, single
@@ -68,7 +71,13 @@ async def authenticated_client(
         if not form_id:
             raise OAuthError("invalid_request", "the client_id parameter is required")
         client_id, secret = form_id, form_secret
-    client = await load_client(conn, client_id, operator=operator)
+    if is_metadata_client_id(client_id):
+        try:
+            client = await token_client(request.app, conn, client_id)
+        except FetchRefused as err:
+            raise _invalid(f"the client's metadata document is refused: {err}") from None
+    else:
+        client = await load_client(conn, client_id, operator=operator)
     if client is None:
         raise _invalid("the client is not registered", basic=basic is not None)
     if client.confidential and not _secret_matches(client, secret):
