@@ -155,7 +155,6 @@ class MetadataClients:
         self._cache: OrderedDict[str, tuple[float, Client | FetchRefused]] = OrderedDict()
         # At most this many fetches at once per process, whatever asks for them.
         self._fetching = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
-        self.fetches = 0
 
     async def close(self) -> None:
         await self._session.close()
@@ -179,13 +178,13 @@ class MetadataClients:
             async with self._fetching:
                 hit = await self._fetch(conn, url)
         if isinstance(hit, FetchRefused):
-            raise hit
+            # A fresh exception: re-raising the remembered one would grow its traceback.
+            raise FetchRefused(str(hit), transient=hit.transient)
         return hit
 
     async def _fetch(
         self, conn: asyncpg.Connection | asyncpg.Pool, url: str
     ) -> Client | FetchRefused:
-        self.fetches += 1
         try:
             fetched = await fetch_document(self._session, url, allow_private=self.allow_private)
             accepted = validate_document(url, fetched.body)
