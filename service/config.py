@@ -58,6 +58,11 @@ class Config:
     log_level: str = "INFO"
     access_token_ttl_seconds: int = 300
     drain_seconds: float = 5.0  # after SIGTERM: readiness fails, the listener serves on this long
+    # Client ID Metadata Documents (service/auth/oauth/cimd.py): fetching private, loopback
+    # and link-local addresses (and http on loopback) only for tests and private deployments;
+    # a fetched document is reused for at most this long.
+    oauth_cimd_allow_private: bool = False
+    oauth_cimd_cache_max_seconds: int = 300
     limits: Limits = field(default_factory=Limits)
 
     @property
@@ -117,6 +122,10 @@ class Config:
             log_level=_parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
             access_token_ttl_seconds=_parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
             drain_seconds=_parse(env, "ELOVA_DRAIN_SECONDS", _non_negative_float, 5.0),
+            oauth_cimd_allow_private=_parse(env, "ELOVA_OAUTH_CIMD_ALLOW_PRIVATE", _flag, False),
+            oauth_cimd_cache_max_seconds=_parse(
+                env, "ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS", _cimd_cache_seconds, 300
+            ),
             limits=limits,
         )
 
@@ -277,6 +286,21 @@ def _previous_keys(env: Mapping[str, str]) -> tuple[bytes, ...]:
         _check_pem("ELOVA_PREVIOUS_SIGNING_KEY_FILES", pem)
         keys.append(pem)
     return tuple(keys)
+
+
+def _flag(raw: str) -> bool:
+    if raw.strip().lower() in ("true", "1", "yes"):
+        return True
+    if raw.strip().lower() in ("false", "0", "no"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _cimd_cache_seconds(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 86400:
+        raise ValueError("must be between 0 and 86400 seconds")
+    return value
 
 
 def _check_pem(name: str, pem: bytes) -> None:

@@ -67,3 +67,22 @@ def test_missing_signing_key_is_named() -> None:
 def test_unreadable_key_file_is_named(tmp_path: object) -> None:
     with pytest.raises(ConfigError, match="ELOVA_SIGNING_KEY_FILE"):
         Config.from_env({**BASE, "ELOVA_SIGNING_KEY_FILE": "/nonexistent/key.pem"})
+
+
+def test_metadata_document_settings() -> None:
+    default = Config.from_env(env())
+    assert default.oauth_cimd_allow_private is False
+    assert default.oauth_cimd_cache_max_seconds == 300
+    cfg = Config.from_env(
+        env(ELOVA_OAUTH_CIMD_ALLOW_PRIVATE="true", ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS="60")
+    )
+    assert cfg.oauth_cimd_allow_private is True
+    assert cfg.oauth_cimd_cache_max_seconds == 60
+    assert (
+        Config.from_env(env(ELOVA_OAUTH_CIMD_ALLOW_PRIVATE="false")).oauth_cimd_allow_private
+        is False
+    )
+    with pytest.raises(ConfigError, match="ELOVA_OAUTH_CIMD_ALLOW_PRIVATE"):
+        Config.from_env(env(ELOVA_OAUTH_CIMD_ALLOW_PRIVATE="maybe"))
+    with pytest.raises(ConfigError, match="ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS"):
+        Config.from_env(env(ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS="100000"))

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 from aiohttp import hdrs, web
 
-from service.auth.caller import Caller
+from service.auth.caller import ALL_SCOPES, Caller
 from service.auth.tokens import AccessClaims, InvalidToken, TokenService
 from service.config import Config
 from service.errors import AuthError, InsufficientScope, Unavailable
@@ -192,12 +192,18 @@ def _quoted(value: str) -> str:
 
 
 def challenge(err: AuthError, cfg: Config) -> str:
-    """The `WWW-Authenticate` value for a 401 or 403 answer."""
-    parts = [
-        f'resource_metadata="{cfg.public_url}{METADATA_PATH}"',
-        f'error="{err.error}"',
-        f'error_description="{_quoted(err.description)}"',
-    ]
+    """The `WWW-Authenticate` value for a 401 or 403 answer.
+
+    No credentials at all: no error code (RFC 6750 §3.1), the resource metadata and every
+    scope a client can ask for (the MCP authorization specification's scope selection).
+    A bad, expired or revoked token: `invalid_token`. Too few scopes: `insufficient_scope`
+    naming the scopes the call needs.
+    """
+    parts = [f'resource_metadata="{cfg.public_url}{METADATA_PATH}"']
+    if isinstance(err, InvalidToken) and err.reason == "missing":
+        parts.append(f'scope="{" ".join(ALL_SCOPES)}"')
+        return "Bearer " + ", ".join(parts)
+    parts += [f'error="{err.error}"', f'error_description="{_quoted(err.description)}"']
     if isinstance(err, InsufficientScope):
         parts.append(f'scope="{_quoted(err.required_scope)}"')
     return "Bearer " + ", ".join(parts)

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from service.auth.bearer import METADATA_PATH
 from service.auth.caller import ALL_SCOPES
+from service.auth.oauth.cors import add_cors_routes
 from service.keys import CONFIG, TOKENS
 
 RESOURCE_NAME = "Elova"
@@ -47,3 +48,11 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/.well-known/oauth-protected-resource", resource_metadata)
     app.router.add_get(METADATA_PATH, resource_metadata)
     app.router.add_get("/.well-known/jwks.json", jwks)
+    add_cors_routes(
+        app,
+        {
+            "/.well-known/oauth-protected-resource": "GET, OPTIONS",
+            METADATA_PATH: "GET, OPTIONS",
+            "/.well-known/jwks.json": "GET, OPTIONS",
+        },
+    )

@@ -1,7 +1,8 @@
 """The tool catalog served by `tools/list`: elova-tools.json, parsed and encoded once.
 
 The file beside this module is a copy of the product contract (spec/elova-tools.json);
-`tools/list` answers exactly its tools, in its order, with the five members MCP defines.
+`tools/list` answers exactly its tools, in its order, with the five members the file has and
+the top-level `title` of `titles.py` (the file itself is never changed).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from service.mcp.titles import tool_title
 from service.tools.base import Tool
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,28 @@ class CatalogTool(msgspec.Struct, rename="camel"):
     annotations: dict[str, Any]
 
 
+class ServedTool(msgspec.Struct, rename="camel"):
+    """A tool as `tools/list` serves it: the catalog's members plus its title."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    annotations: dict[str, Any]
+
+
+def served(tool: CatalogTool) -> ServedTool:
+    return ServedTool(
+        name=tool.name,
+        title=tool_title(tool.name),
+        description=tool.description,
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=tool.annotations,
+    )
+
+
 class _Document(msgspec.Struct):
     tools: list[CatalogTool]
 
@@ -40,7 +64,7 @@ class Catalog:
         self.tools: tuple[CatalogTool, ...] = tuple(parsed.tools)
         self.names: tuple[str, ...] = tuple(t.name for t in self.tools)
         # Encoded once: every tools/list embeds these bytes as they are.
-        self.tools_json = msgspec.Raw(msgspec.json.encode(list(self.tools)))
+        self.tools_json = msgspec.Raw(msgspec.json.encode([served(t) for t in self.tools]))
         self.implementations: dict[str, Tool[Any]] = {}
 
     @classmethod

@@ -95,15 +95,19 @@ Method = Callable[[Call], Awaitable[Answer]]
 
 
 def _methods() -> tuple[dict[str, Method], dict[str, Method]]:
-    both: dict[str, Method] = {
-        "tools/list": tools_list,
-        "tools/call": call_tool,
+    tools: dict[str, Method] = {"tools/list": tools_list, "tools/call": call_tool}
+    # 2026-07-28: what server/discover declares is the contract, so the methods of the
+    # capabilities it does not declare (resources, prompts) are unknown (-32601). The
+    # session revisions keep their empty lists: some older clients call them regardless.
+    modern = {"server/discover": discover, **tools}
+    session = {
+        "initialize": initialize,
+        "ping": ping,
+        **tools,
         "resources/list": resources_list,
         "resources/templates/list": resource_templates_list,
         "prompts/list": prompts_list,
     }
-    modern = {"server/discover": discover, **both}
-    session = {"initialize": initialize, "ping": ping, **both}
     return modern, session
 
 

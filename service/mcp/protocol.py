@@ -61,9 +61,12 @@ class InitializeParams(RequestParams, kw_only=True, rename="camel"):
 # ---- results ---------------------------------------------------------------------------
 
 
-class Implementation(msgspec.Struct):
+class Implementation(msgspec.Struct, rename="camel"):
     name: str
     version: str
+    title: str
+    website_url: str
+    icons: list[dict[str, Any]]
 
 
 class _Modern(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):

@@ -12,9 +12,12 @@ from service import __version__
 from service.auth.caller import Caller
 from service.errors import InvalidParams
 from service.mcp import protocol as p
+from service.mcp.titles import ICON, SERVER_TITLE, WEBSITE_URL
 from service.mcp.versions import META_SERVER_INFO
 
-SERVER_INFO = p.Implementation("elova-mcp", __version__)
+SERVER_INFO = p.Implementation("elova-mcp", __version__, SERVER_TITLE, WEBSITE_URL, [ICON])
+# serverInfo as it appears in the `_meta` of 2026-07-28 results.
+SERVER_INFO_META = msgspec.to_builtins(SERVER_INFO)
 
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -44,7 +47,7 @@ class Answer:
 def modern_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """A 2026-07-28 result `_meta`: `extra` plus the serverInfo every result carries."""
     meta = dict(extra or {})
-    meta[META_SERVER_INFO] = {"name": SERVER_INFO.name, "version": SERVER_INFO.version}
+    meta[META_SERVER_INFO] = SERVER_INFO_META
     return meta
 
 

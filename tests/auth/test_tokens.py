@@ -171,7 +171,7 @@ async def test_attack_is_refused(
 @pytest.mark.parametrize(
     ("headers", "query", "reason", "error"),
     [
-        ({}, "", "missing", "invalid_token"),
+        ({}, "", "missing", None),
         ({"Authorization": "Basic dXNlcjpwYXNz"}, "", "malformed", "invalid_request"),
         ({"Authorization": "Bearer"}, "", "malformed", "invalid_token"),
         ({"Authorization": "Bearer a b"}, "", "malformed", "invalid_token"),
@@ -179,12 +179,16 @@ async def test_attack_is_refused(
     ],
 )
 async def test_missing_or_malformed_credentials(
-    auth_app: AuthApp, headers: dict[str, str], query: str, reason: str, error: str
+    auth_app: AuthApp, headers: dict[str, str], query: str, reason: str, error: str | None
 ) -> None:
     resp = await auth_app.client.get("/mcp" + query, headers=headers)
     assert resp.status == 401
     assert METADATA in resp.headers["WWW-Authenticate"]
-    assert f'error="{error}"' in resp.headers["WWW-Authenticate"]
+    if error is None:  # no credentials at all: no error code (RFC 6750 §3.1), every scope
+        assert "error" not in resp.headers["WWW-Authenticate"]
+        assert 'scope="workspaces:read n8n:read"' in resp.headers["WWW-Authenticate"]
+    else:
+        assert f'error="{error}"' in resp.headers["WWW-Authenticate"]
     assert auth_app.metrics.auth_failures == [reason]
 
 

@@ -52,6 +52,9 @@ def check_listing(listed: list[dict[str, Any]]) -> None:
     for got, want in zip(listed, catalog(), strict=True):
         for name in TOOL_FIELDS:
             assert got.get(name) == want[name], f"{want['name']}.{name} differs from the catalog"
+        # What clients show instead of the name: a human-readable title ("List executions").
+        title = got.get("title")
+        assert isinstance(title, str) and title[:1].isupper() and "_" not in title, got["name"]
 
 
 def plan(data: Dataset) -> list[tuple[str, dict[str, Any]]]:

@@ -2,7 +2,9 @@
 the dataset it reads, fresh approvals, the bearer test proxy and the local Node 22.
 
 The server admits the proxy's origin (ELOVA_ALLOWED_ORIGINS), because tools behind the
-proxy send `Origin: http://127.0.0.1:<proxy port>` and the proxy forwards it unchanged.
+proxy send `Origin: http://127.0.0.1:<proxy port>` and the proxy forwards it unchanged. It
+fetches Client ID Metadata Documents from loopback (ELOVA_OAUTH_CIMD_ALLOW_PRIVATE), because
+the conformance test serves its client's document from this machine.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def proxy_port() -> int:
 
 @pytest.fixture(scope="session")
 def elova(test_database: TestDatabase, proxy_port: int) -> Iterator[ServeProcesses]:
-    env = {"ALLOWED_ORIGINS": f"http://127.0.0.1:{proxy_port}"}
+    env = {"ALLOWED_ORIGINS": f"http://127.0.0.1:{proxy_port}", "OAUTH_CIMD_ALLOW_PRIVATE": "true"}
     with ServeProcesses(test_database.dsn, env=env) as server:
         yield server
 

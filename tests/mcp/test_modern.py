@@ -10,16 +10,28 @@ from typing import Any
 
 import pytest
 
-from service import __version__
-from tests.mcp.conftest import MODERN, Wire
+from tests.mcp.conftest import EXPECTED_SERVER_INFO, MODERN, Wire
 
-SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "elova-mcp", "version": __version__}}
+SERVER_INFO = {"io.modelcontextprotocol/serverInfo": EXPECTED_SERVER_INFO}
 
 
 def catalog_tools() -> list[dict[str, Any]]:
     document = json.loads(resources.files("service.mcp").joinpath("elova-tools.json").read_bytes())
     keys = ("name", "description", "inputSchema", "outputSchema", "annotations")
     return [{k: tool[k] for k in keys} for tool in document["tools"]]
+
+
+TITLES = {
+    "get_many_workspaces": "List workspaces",
+    "get_workspace": "Get workspace",
+    "get_many_instances": "List n8n instances",
+    "get_execution_stats": "Execution statistics",
+    "get_many_sync_jobs": "List sync jobs",
+    "get_many_executions": "List executions",
+    "get_execution": "Get execution",
+    "get_many_workflows": "List workflows",
+    "get_workflow": "Get workflow",
+}
 
 
 async def test_discover_golden(wire: Wire) -> None:
@@ -44,7 +56,10 @@ async def test_discover_golden(wire: Wire) -> None:
 async def test_tools_list_is_exactly_the_catalog(wire: Wire) -> None:
     resp = await wire.modern("tools/list")
     result = (await resp.json())["result"]
-    assert result.pop("tools") == catalog_tools()
+    tools = result.pop("tools")
+    # Each tool: a human-readable title beside the catalog's own members, which are unchanged.
+    assert [t.pop("title") for t in tools] == [TITLES[t["name"]] for t in catalog_tools()]
+    assert tools == catalog_tools()
     assert result == {
         "resultType": "complete",
         "ttlMs": 300000,
@@ -61,16 +76,18 @@ async def test_tools_list_is_exactly_the_catalog(wire: Wire) -> None:
         ("prompts/list", "prompts"),
     ],
 )
-async def test_other_lists_are_empty(wire: Wire, method: str, key: str) -> None:
+async def test_undeclared_capabilities_are_unknown_methods(
+    wire: Wire, method: str, key: str
+) -> None:
+    """2026-07-28: server/discover declares only tools, so resources/* and prompts/* are
+    unknown methods (-32601, HTTP 404); the session revisions keep their empty lists
+    (test_sessions)."""
     resp = await wire.modern(method)
-    assert resp.status == 200
-    assert (await resp.json())["result"] == {
-        key: [],
-        "resultType": "complete",
-        "ttlMs": 300000,
-        "cacheScope": "public",
-        "_meta": SERVER_INFO,
-    }
+    assert resp.status == 404
+    error = (await resp.json())["error"]
+    assert error["code"] == -32601
+    assert method in error["message"]
+    assert key
 
 
 async def test_a_cursor_we_never_issued_is_invalid_params(wire: Wire) -> None:

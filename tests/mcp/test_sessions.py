@@ -12,7 +12,7 @@ from service.app import create_app
 from service.config import Config
 from service.keys import SESSIONS
 from service.mcp.sessions import SessionStore
-from tests.mcp.conftest import ClientFactory, Wire, approve
+from tests.mcp.conftest import EXPECTED_SERVER_INFO, ClientFactory, Wire, approve
 
 
 async def test_initialize_golden(wire: Wire) -> None:
@@ -35,7 +35,7 @@ async def test_initialize_golden(wire: Wire) -> None:
     assert answer["id"] == 0
     assert result["protocolVersion"] == "2025-11-25"
     assert result["capabilities"] == {"tools": {}}
-    assert result["serverInfo"] == {"name": "elova-mcp", "version": "0.3.0"}
+    assert result["serverInfo"] == EXPECTED_SERVER_INFO
     assert "resultType" not in result and "_meta" not in result
 
 

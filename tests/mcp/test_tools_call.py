@@ -19,9 +19,9 @@ import pytest
 from service.errors import NotFound
 from service.keys import CATALOG
 from service.tools.base import Output, Params, Tool, ToolContext
-from tests.mcp.conftest import Wire, WireFactory
+from tests.mcp.conftest import EXPECTED_SERVER_INFO, Wire, WireFactory
 
-SERVER_INFO = {"name": "elova-mcp", "version": "0.3.0"}
+SERVER_INFO = EXPECTED_SERVER_INFO
 
 
 class PadParams(Params):

@@ -22,7 +22,12 @@ async def test_metadata_names_every_endpoint(oauth: OAuth) -> None:
     assert meta["revocation_endpoint"] == base + "/revoke"
     assert meta["jwks_uri"] == base + "/.well-known/jwks.json"
     assert meta["code_challenge_methods_supported"] == ["S256"]
-    assert meta["token_endpoint_auth_methods_supported"] == ["none"]
+    assert meta["token_endpoint_auth_methods_supported"] == [
+        "none",
+        "client_secret_post",
+        "client_secret_basic",
+    ]
+    assert meta["client_id_metadata_document_supported"] is True
     assert meta["authorization_response_iss_parameter_supported"] is True
     assert meta["response_types_supported"] == ["code"]
     assert set(meta["scopes_supported"]) == {"workspaces:read", "n8n:read"}
@@ -57,7 +62,6 @@ async def test_accepted_redirect_uris(oauth: OAuth, uri: str) -> None:
             "invalid_redirect_uri",
             "fragment",
         ),
-        ({"redirect_uris": ["myapp://callback"]}, "invalid_redirect_uri", "https"),
         ({"redirect_uris": ["/relative"]}, "invalid_redirect_uri", "https"),
         ({"redirect_uris": ["https://u:p@app.example.com/cb"]}, "invalid_redirect_uri", "user"),
         ({"redirect_uris": []}, "invalid_redirect_uri", "at least one"),
@@ -65,10 +69,10 @@ async def test_accepted_redirect_uris(oauth: OAuth, uri: str) -> None:
         (
             {
                 "redirect_uris": ["https://a.example/cb"],
-                "token_endpoint_auth_method": "client_secret_basic",
+                "token_endpoint_auth_method": "private_key_jwt",
             },
             "invalid_client_metadata",
-            "public clients",
+            "token_endpoint_auth_method",
         ),
         (
             {"redirect_uris": ["https://a.example/cb"], "grant_types": ["implicit"]},

@@ -132,7 +132,14 @@ def test_network_policy_admits_only_app_and_metrics_ports(overlay: str) -> None:
     metrics_rule = next(r for r in policy["ingress"] if r["ports"][0]["port"] == 9090)
     assert metrics_rule["from"], "the metrics port is open to the monitoring namespace only"
     egress_ports = {(p["port"], p["protocol"]) for r in policy["egress"] for p in r["ports"]}
-    assert egress_ports == {(5432, "TCP"), (6379, "TCP"), (53, "UDP"), (53, "TCP")}
+    assert egress_ports == {(5432, "TCP"), (6379, "TCP"), (53, "UDP"), (53, "TCP"), (443, "TCP")}
+    # HTTPS (metadata documents) only to public addresses.
+    https = next(r for r in policy["egress"] if r["ports"][0]["port"] == 443)
+    block = https["to"][0]["ipBlock"]
+    assert block["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(
+        block["except"]
+    )
 
 
 # The fields of the ServiceMonitor we use, from the Prometheus Operator CRD (v1).

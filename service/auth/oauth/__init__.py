@@ -2,8 +2,13 @@
 the approvals page, the token and revocation endpoints. One concern a module:
 
     metadata.py       RFC 8414 document and the endpoint paths
-    registration.py   RFC 7591 dynamic registration (public clients)
-    clients.py        registered clients and the redirect-URI rule
+    registration.py   RFC 7591 dynamic registration (public and confidential clients)
+    clients.py        registered clients and the redirect-URI rules (RFC 8252)
+    client_auth.py    client authentication at /token and /revoke
+    cimd.py           Client ID Metadata Documents: validation, cache, stored client
+    cimd_fetch.py     the SSRF-guarded fetch of a metadata document
+    names.py          client name and registered scope, cleaned and checked
+    cors.py           CORS for /register, /token, /revoke and the metadata documents
     requests.py       the authorization request, validated on every step
     authorize.py      GET /authorize: page errors, redirect errors, sign-in or approval page
     approval.py       the approval page and its POST (grant + code)
@@ -34,20 +39,32 @@ from service.auth.oauth import (
     token,
 )
 from service.auth.oauth.error_pages import error_pages
+from service.auth.oauth.cimd import metadata_clients_ctx
+from service.auth.oauth.cors import add_cors_routes, with_cors
 from service.auth.oauth.pages import setup_pages
 
 
 def setup_oauth(app: web.Application) -> None:
-    """Templates and every authorization-server route."""
+    """Templates, the metadata-document client cache and every authorization-server route."""
     setup_pages(app)
     app.middlewares.append(error_pages)
+    app.cleanup_ctx.append(metadata_clients_ctx)
     r = app.router
     r.add_get(metadata.PATH, metadata.serve_metadata)
-    r.add_post(metadata.REGISTER_PATH, registration.register)
+    r.add_post(metadata.REGISTER_PATH, with_cors(registration.register))
     r.add_get(metadata.AUTHORIZE_PATH, authorize.authorize)
     r.add_post(metadata.AUTHORIZE_PATH, approval.decide)
-    r.add_post(metadata.TOKEN_PATH, token.token)
-    r.add_post(metadata.REVOKE_PATH, revocation.revoke)
+    r.add_post(metadata.TOKEN_PATH, with_cors(token.token))
+    r.add_post(metadata.REVOKE_PATH, with_cors(revocation.revoke))
+    add_cors_routes(
+        app,
+        {
+            metadata.PATH: "GET, OPTIONS",
+            metadata.REGISTER_PATH: "POST, OPTIONS",
+            metadata.TOKEN_PATH: "POST, OPTIONS",
+            metadata.REVOKE_PATH: "POST, OPTIONS",
+        },
+    )
     r.add_get(metadata.SIGNIN_PATH, signin.signin_page)
     r.add_post(metadata.SIGNIN_PATH, signin.signin)
     r.add_get(metadata.SIGNOUT_PATH, signin.signout_page)

@@ -32,7 +32,13 @@ from service.auth.approvals import (
     grant_approval,
 )
 from service.auth.caller import N8N_READ, WORKSPACES_READ
-from service.auth.oauth.clients import is_loopback_host, redirect_origin
+from service.auth.oauth.clients import (
+    Client,
+    is_app_scheme,
+    is_loopback_host,
+    redirect_host,
+    redirect_origin,
+)
 from service.auth.oauth.codes import issue_code
 from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH
 from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
@@ -114,8 +120,11 @@ async def show(
     target = urlsplit(req.redirect_uri)
     context = {
         "client_name": req.client.client_name,
-        "redirect_host": target.netloc,
-        "loopback": is_loopback_host(target.hostname or ""),
+        "client_host": client_host(req.client, req.redirect_uri),
+        "client_by_document": req.client.kind == "metadata",
+        "redirect_host": redirect_host(req.redirect_uri),
+        "loopback": target.scheme == "http" and is_loopback_host(target.hostname or ""),
+        "app_scheme": is_app_scheme(req.redirect_uri),
         "account": session,
         "workspaces": [
             {
@@ -173,6 +182,13 @@ class FieldRefused(ApprovalRefused):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+def client_host(client: Client, redirect_uri: str) -> str:
+    """The host name a person should recognise: the metadata document's host for a client
+    known by its document (the one thing about it a third party cannot fake), else where the
+    browser is sent back to."""
+    if client.kind == "metadata":
+        return urlsplit(client.client_id).hostname or client.client_id
+    return redirect_host(redirect_uri)
 
 
 def _choices(form: Any) -> dict[str, Any]:
@@ -225,7 +241,7 @@ async def decide(request: web.Request) -> web.Response:
     if form is None:
         return unreadable_form(request)
     try:
-        req = await parse_authorization_request(pool, form, cfg.mcp_resource)
+        req = await parse_authorization_request(request.app, form)
     except PageRefusal as err:
         return error_page(request, err.title, err.message, status=400)
     except RedirectRefusal as err:

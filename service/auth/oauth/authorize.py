@@ -16,16 +16,14 @@ from service.auth.oauth.pages import error_page, security_headers, see_other
 from service.auth.oauth.requests import PageRefusal, RedirectRefusal, parse_authorization_request
 from service.auth.oauth.sessions import current_session
 from service.auth.oauth.signin import signin_location
-from service.keys import CONFIG, DB_POOL
+from service.keys import CONFIG
 
 
 async def authorize(request: web.Request) -> web.Response:
     """GET /authorize."""
     cfg = request.app[CONFIG]
     try:
-        req = await parse_authorization_request(
-            request.app[DB_POOL], request.query, cfg.mcp_resource
-        )
+        req = await parse_authorization_request(request.app, request.query)
     except PageRefusal as err:
         return error_page(request, err.title, err.message, status=400)
     except RedirectRefusal as err:

@@ -1,8 +1,9 @@
 """RFC 8414 authorization-server metadata at /.well-known/oauth-authorization-server.
 
 The issuer is the public URL without a path, so the well-known path has no suffix. Every
-endpoint is named; only what the server really does is advertised (public clients, S256,
-the code flow, `iss` in authorization responses).
+endpoint is named; only what the server really does is advertised (public clients and
+client-secret clients, Client ID Metadata Documents, S256, the code flow, `iss` in
+authorization responses).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from aiohttp import web
 from service.auth.caller import ALL_SCOPES
 from service.config import Config
 from service.keys import CONFIG
+
+# The client authentication methods registration accepts (kept here, below registration,
+# so the metadata does not import the endpoint modules).
+AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 
 PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH = "/authorize"
@@ -40,10 +45,11 @@ def authorization_server_metadata(cfg: Config) -> dict[str, Any]:
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": ["none"],
-        "revocation_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": list(AUTH_METHODS),
+        "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": True,
     }
 
 

@@ -1,13 +1,19 @@
-"""Dynamic client registration (RFC 7591) for public clients only.
+"""Dynamic client registration (RFC 7591).
 
-Clients authenticate with nothing (`token_endpoint_auth_method: none`) and prove possession
-with PKCE instead. Redirect URIs follow `clients.redirect_uri_problem`. Unknown metadata
-fields are ignored (RFC 7591 §2); the ones we keep are echoed back. `refresh_token` is
-always added to the grant types: every client here rotates refresh tokens.
+Public clients authenticate with nothing (`token_endpoint_auth_method: none`) and prove
+possession with PKCE. A client that asks for `client_secret_post` or `client_secret_basic`
+becomes a confidential client: it gets a random `client_secret` (never expiring; only its
+SHA-256 is stored) that `/token` and `/revoke` check, and PKCE is still required. Redirect
+URIs follow `clients.redirect_uri_problem`; `application_type` (`web` or `native`) is kept
+and echoed. Unknown metadata fields are ignored (RFC 7591 §2); the ones we keep are echoed
+back. `refresh_token` is always added to the grant types: every client rotates refresh
+tokens. The answer echoes `grant_types`, `response_types` and `token_endpoint_auth_method`
+as stored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from typing import Any
@@ -15,16 +21,16 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from service.auth.caller import ALL_SCOPES
 from service.auth.oauth.clients import redirect_uri_problem
+from service.auth.oauth.metadata import AUTH_METHODS
+from service.auth.oauth.names import clean_client_name, registered_scope
 from service.auth.oauth.responses import OAuthError, error_response, json_response
 from service.keys import DB_POOL
 
 MAX_REDIRECT_URIS = 10
-MAX_NAME_LENGTH = 200
 DEFAULT_CLIENT_NAME = "Unnamed application"
 GRANT_TYPES = ("authorization_code", "refresh_token")
-_CONTROL = {c: "\ufffd" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]}
+APPLICATION_TYPES = ("web", "native")
 # Optional RFC 7591 / OIDC fields kept as sent (strings only) and returned in the response.
 _KEPT = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version")
 
@@ -68,29 +74,29 @@ def _check_redirect_uris(uris: list[str] | None) -> list[str]:
     return list(dict.fromkeys(uris))
 
 
-def _check_scope(scope: str | None) -> str | None:
-    if scope is None or not scope.strip():
-        return None
-    unknown = sorted(set(scope.split()) - set(ALL_SCOPES))
-    if unknown:
-        raise _bad(f"unknown scope {' '.join(unknown)}; supported: {' '.join(ALL_SCOPES)}")
-    return " ".join(s for s in ALL_SCOPES if s in scope.split())
-
-
 def _check(req: RegistrationRequest) -> tuple[list[str], str, str | None]:
     uris = _check_redirect_uris(req.redirect_uris)
-    if req.token_endpoint_auth_method != "none":
+    if req.token_endpoint_auth_method not in AUTH_METHODS:
         raise _bad(
-            "only public clients can register: token_endpoint_auth_method must be none"
-            f", not {req.token_endpoint_auth_method!r}"
-        )
+            "token_endpoint_auth_method must be one of " + ", ".join(AUTH_METHODS)
+            + f", not {req.token_endpoint_auth_method!r}"
+        )  # fmt: skip
+    if req.application_type is not None and req.application_type not in APPLICATION_TYPES:
+        raise _bad(f"application_type must be web or native, not {req.application_type!r}")
     unsupported = sorted(set(req.grant_types) - set(GRANT_TYPES))
     if unsupported or "authorization_code" not in req.grant_types:
         raise _bad("grant_types must include authorization_code and may add refresh_token only")
     if req.response_types != ["code"]:
         raise _bad('response_types must be ["code"]')
-    name = (req.client_name or "").translate(_CONTROL).strip()[:MAX_NAME_LENGTH]
-    return uris, name or DEFAULT_CLIENT_NAME, _check_scope(req.scope)
+    try:
+        scope = registered_scope(req.scope)
+    except ValueError as err:
+        raise _bad(str(err)) from None
+    return uris, clean_client_name(req.client_name) or DEFAULT_CLIENT_NAME, scope
+
+
+def hash_client_secret(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
 async def register(request: web.Request) -> web.Response:
@@ -115,13 +121,18 @@ async def register(request: web.Request) -> web.Response:
         kept["application_type"] = req.application_type
     client_id = "dyn_" + secrets.token_urlsafe(18)
     issued_at = int(time.time())
+    method = req.token_endpoint_auth_method
+    secret = secrets.token_urlsafe(32) if method != "none" else None
     await request.app[DB_POOL].execute(
         "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, kind,"
-        " token_endpoint_auth_method, grant_types, response_types, scope, metadata)"
-        " VALUES ($1, $2, $3, 'dynamic', 'none', $4, '{code}', $5, $6::jsonb)",
+        " token_endpoint_auth_method, client_secret_hash, grant_types, response_types,"
+        " scope, metadata)"
+        " VALUES ($1, $2, $3, 'dynamic', $4, $5, $6, '{code}', $7, $8::jsonb)",
         client_id,
         name,
         uris,
+        method,
+        hash_client_secret(secret) if secret is not None else None,
         list(GRANT_TYPES),
         scope,
         msgspec.json.encode(kept).decode(),
@@ -131,11 +142,14 @@ async def register(request: web.Request) -> web.Response:
         "client_id_issued_at": issued_at,
         "client_name": name,
         "redirect_uris": uris,
-        "token_endpoint_auth_method": "none",
+        "token_endpoint_auth_method": method,
         "grant_types": list(GRANT_TYPES),
         "response_types": ["code"],
         **kept,
     }
+    if secret is not None:
+        body["client_secret"] = secret
+        body["client_secret_expires_at"] = 0
     if scope is not None:
         body["scope"] = scope
     return json_response(body, status=201)

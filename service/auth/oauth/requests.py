@@ -4,7 +4,10 @@ The request travels through sign-in and the approval form as its own parameters 
 re-validated each time, so nothing about a pending request is stored. Validation has two
 kinds of refusal (RFC 6749 §4.1.2.1): until the client and an exactly registered redirect
 URI are known, errors are shown on a page (`PageRefusal`) and never redirected; after that,
-errors go back to the redirect URI (`RedirectRefusal`) with `state` and `iss`.
+errors go back to the redirect URI (`RedirectRefusal`) with `state` and `iss`. A client id
+that is a URL is resolved through its metadata document (`cimd`); a document that cannot be
+fetched or is not acceptable is a page refusal naming why. The redirect URI is the one the
+request sent (for a loopback URI its port may differ from the registered one).
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import asyncpg
+from aiohttp import web
 from multidict import MultiMapping
 
 from service.auth.caller import ALL_SCOPES
-from service.auth.oauth.clients import Client, load_client
+from service.auth.oauth.cimd import authorizing_client
+from service.auth.oauth.cimd_fetch import FetchRefused
+from service.auth.oauth.clients import Client, matches_registered
 from service.auth.oauth.responses import OAuthError, single
+from service.keys import CONFIG, DB_POOL
 
 # An S256 challenge is the base64url SHA-256 of the verifier: exactly 43 characters.
 _CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
@@ -112,7 +119,7 @@ def same_resource(sent: str, resource: str) -> bool:
 
 
 async def _client_and_redirect(
-    conn: asyncpg.Connection | asyncpg.Pool, params: MultiMapping[Any]
+    app: web.Application, conn: asyncpg.Connection | asyncpg.Pool, params: MultiMapping[Any]
 ) -> tuple[Client, str]:
     try:
         client_id = single(params, "client_id")
@@ -121,7 +128,14 @@ async def _client_and_redirect(
         raise PageRefusal("This sign-in link is malformed", err.description) from None
     if not client_id:
         raise PageRefusal("This sign-in link is incomplete", "The link names no application.")
-    client = await load_client(conn, client_id) if len(client_id) <= 200 else None
+    try:
+        client = await authorizing_client(app, conn, client_id)
+    except FetchRefused as err:
+        raise PageRefusal(
+            "This application could not be verified",
+            f"Elova could not use the application's metadata document: {err}. "
+            "Go back to the application and tell its developers.",
+        ) from None
     if client is None:
         raise PageRefusal(
             "Unknown application",
@@ -135,7 +149,7 @@ async def _client_and_redirect(
                 "The link does not say where to return after approval.",
             )
         redirect_uri = client.redirect_uris[0]
-    if redirect_uri not in client.redirect_uris:
+    if not matches_registered(redirect_uri, client.redirect_uris):
         raise PageRefusal(
             "This link does not match the application",
             "The address to return to after approval is not one the application registered, "
@@ -157,10 +171,11 @@ def _scopes(raw: str | None, client: Client) -> tuple[str, ...]:
 
 
 async def parse_authorization_request(
-    conn: asyncpg.Connection | asyncpg.Pool, params: MultiMapping[Any], resource: str
+    app: web.Application, params: MultiMapping[Any]
 ) -> AuthorizationRequest:
     """Validate `/authorize` parameters; raise PageRefusal or RedirectRefusal."""
-    client, redirect_uri = await _client_and_redirect(conn, params)
+    resource = app[CONFIG].mcp_resource
+    client, redirect_uri = await _client_and_redirect(app, app[DB_POOL], params)
     try:
         state = single(params, "state")
     except OAuthError:

@@ -20,11 +20,14 @@ class OAuthError(Exception):
         self.error = error
         self.description = description
         self.status = status
+        self.headers: dict[str, str] = {}
 
 
 def error_response(err: OAuthError) -> web.Response:
     body = {"error": err.error, "error_description": err.description}
-    return json_response(body, status=err.status)
+    response = json_response(body, status=err.status)
+    response.headers.update(err.headers)
+    return response
 
 
 def json_response(body: Any, *, status: int = 200) -> web.Response:

@@ -15,7 +15,7 @@ import asyncpg
 from aiohttp import web
 
 from service.auth.approvals import revoke_approval
-from service.auth.oauth.clients import load_client
+from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.responses import (
     OAuthError,
     error_response,
@@ -50,19 +50,15 @@ async def revoke(request: web.Request) -> web.Response:
     try:
         params = await read_form(request, "revocation request")
         token = single(params, "token")
-        client_id = single(params, "client_id")
         hint = single(params, "token_type_hint")
         if not token:
             raise OAuthError("invalid_request", "the token parameter is required")
-        if not client_id:
-            raise OAuthError("invalid_request", "the client_id parameter is required")
         if hint is not None and hint not in HINTS:
             raise OAuthError(
                 "unsupported_token_type", "token_type_hint must be one of " + ", ".join(HINTS)
             )
         async with request.app[DB_POOL].acquire() as conn:
-            if await load_client(conn, client_id) is None:
-                raise OAuthError("invalid_client", "the client is not registered", status=401)
+            client_id = (await authenticated_client(request, params, conn)).client_id
             await _revoke(conn, request.app[TOKENS], token, client_id)
     except OAuthError as err:
         return error_response(err)

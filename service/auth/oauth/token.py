@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from service.auth.approvals import GrantRefused, IssuedTokens, rotate_refresh_token
-from service.auth.oauth.clients import load_client
+from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.codes import redeem_code
 from service.auth.oauth.requests import same_resource
 from service.auth.oauth.responses import (
@@ -63,7 +63,6 @@ async def token(request: web.Request) -> web.Response:
     try:
         params = await read_form(request, "token request")
         grant_type = _required(params, "grant_type")
-        client_id = _required(params, "client_id")
         if grant_type not in ("authorization_code", "refresh_token"):
             raise OAuthError(
                 "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
@@ -71,9 +70,10 @@ async def token(request: web.Request) -> web.Response:
         async with app[DB_POOL].acquire() as conn:
             # Operator clients (from `elova-mcp approve`) may refresh: they registered only
             # that grant, so the grant_types check below keeps them out of code exchange.
-            client = await load_client(conn, client_id, operator=grant_type == "refresh_token")
-            if client is None:
-                raise OAuthError("invalid_client", "the client is not registered", status=401)
+            client = await authenticated_client(
+                request, params, conn, operator=grant_type == "refresh_token"
+            )
+            client_id = client.client_id
             if grant_type not in client.grant_types:
                 raise OAuthError("unauthorized_client", f"the client did not register {grant_type}")
             resource = single(params, "resource")

@@ -1,0 +1,248 @@
+"""Client ID Metadata Documents: an https URL as `client_id`, its document as the client.
+
+At `/authorize` (GET and the approval POST) a client id that is a URL is resolved here: the
+document is fetched (`cimd_fetch`, SSRF-guarded), validated, stored in `oauth_clients`
+(kind `metadata`, client id = the URL) and returned as a `Client`. Validation: a JSON
+object whose `client_id` is exactly the URL; 1–10 `redirect_uris` under the redirect-URI
+rules; `token_endpoint_auth_method` absent or `none` (no secret can be shared through a
+public document); no `client_secret`; `grant_types`/`response_types` as registration
+accepts them; unknown fields ignored. `client_name` is cleaned like a registered one and
+defaults to the URL's host.
+
+Caching: a fetched document is reused for its `Cache-Control: max-age` (`no-store` and
+`no-cache`: not reused), at most ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS (300 s by default);
+a refused fetch is remembered for 30 seconds so a page reload cannot make the server fetch
+in a loop. The cache is per process and bounded (1000 documents): a replica sees a
+changed document within the ceiling, and the stored row (what `/token` and the approvals
+read) is rewritten on every fetch, so every replica agrees with the last fetch.
+`/token` and `/revoke` resolve a URL client the same way (through the cache), so a
+document that became unacceptable stops its client there too (`invalid_client`). Only when
+the document's host does not answer (timeout, unreachable, 5xx) do they fall back to the
+stored row of a document accepted before: a CDN outage must not force every person to
+approve again. A URL that never passed `/authorize` has no row and is an unknown client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+import msgspec
+from aiohttp import web
+
+from service.auth.oauth.cimd_fetch import FetchRefused, fetch_document, new_session
+from service.auth.oauth.clients import (
+    CLIENT_COLUMNS,
+    Client,
+    client_of,
+    load_client,
+    redirect_uri_problem,
+)
+from service.auth.oauth.names import clean_client_name, registered_scope
+from service.keys import CONFIG
+
+GRANT_TYPES = ("authorization_code", "refresh_token")
+MAX_REDIRECT_URIS = 10
+MAX_CACHED = 1000
+REFUSAL_SECONDS = 30.0
+MAX_CONCURRENT_FETCHES = 4
+_MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
+
+
+def is_metadata_client_id(client_id: str) -> bool:
+    """A client id that names a metadata document (a URL) rather than a registration."""
+    return client_id.startswith(("https://", "http://"))
+
+
+class _Document(msgspec.Struct):
+    client_id: str
+    redirect_uris: list[str]
+    client_name: str | None = None
+    token_endpoint_auth_method: str = "none"
+    grant_types: list[str] = msgspec.field(default_factory=lambda: ["authorization_code"])
+    response_types: list[str] = msgspec.field(default_factory=lambda: ["code"])
+    scope: str | None = None
+    client_uri: str | None = None
+    logo_uri: str | None = None
+    software_id: str | None = None
+    software_version: str | None = None
+    client_secret: Any = None
+
+
+_decoder = msgspec.json.Decoder(_Document)
+_KEPT = ("client_uri", "logo_uri", "software_id", "software_version")
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    name: str
+    redirect_uris: list[str]
+    scope: str | None
+    metadata: dict[str, str]
+
+
+def validate_document(url: str, body: bytes) -> Accepted:
+    """The document's client, or FetchRefused naming what is wrong with it."""
+    try:
+        doc = _decoder.decode(body)
+    except msgspec.ValidationError as err:
+        raise FetchRefused(f"the metadata document is malformed: {err}") from None
+    except (msgspec.DecodeError, RecursionError):
+        raise FetchRefused("the metadata document is not a JSON object") from None
+    if doc.client_id != url:
+        raise FetchRefused("the metadata document's client_id is not the URL it was fetched from")
+    if doc.client_secret is not None:
+        raise FetchRefused("a metadata document must not contain a client_secret")
+    if doc.token_endpoint_auth_method != "none":
+        raise FetchRefused("a metadata document client must use token_endpoint_auth_method none")
+    if not doc.redirect_uris or len(doc.redirect_uris) > MAX_REDIRECT_URIS:
+        raise FetchRefused(f"the document must list 1 to {MAX_REDIRECT_URIS} redirect URIs")
+    for uri in doc.redirect_uris:
+        problem = redirect_uri_problem(uri)
+        if problem is not None:
+            raise FetchRefused(f"the metadata document's redirect URI is refused: {problem}")
+    if "authorization_code" not in doc.grant_types or set(doc.grant_types) - set(GRANT_TYPES):
+        raise FetchRefused("grant_types must include authorization_code and may add refresh_token")
+    if doc.response_types != ["code"]:
+        raise FetchRefused('response_types must be ["code"]')
+    try:
+        scope = registered_scope(doc.scope)
+    except ValueError as err:
+        raise FetchRefused(f"the metadata document's {err}") from None
+    name = clean_client_name(doc.client_name) or (urlsplit(url).hostname or url)
+    kept = {k: getattr(doc, k) for k in _KEPT if isinstance(getattr(doc, k), str)}
+    return Accepted(name, list(dict.fromkeys(doc.redirect_uris)), scope, kept)
+
+
+def cache_seconds(headers: Mapping[str, str], ceiling: float) -> float:
+    """How long a fetched document may be reused: its max-age, within the ceiling."""
+    control = headers.get("Cache-Control", "")
+    lowered = control.lower()
+    if "no-store" in lowered or "no-cache" in lowered:
+        return 0.0
+    found = _MAX_AGE.search(control)
+    if found is None:
+        return ceiling
+    return min(float(found.group(1)), ceiling)
+
+
+_UPSERT = f"""
+    INSERT INTO oauth_clients (client_id, client_name, redirect_uris, kind,
+        token_endpoint_auth_method, grant_types, response_types, scope, metadata)
+    VALUES ($1, $2, $3, 'metadata', 'none', $4, '{{code}}', $5, $6::jsonb)
+    ON CONFLICT (client_id) DO UPDATE SET client_name = EXCLUDED.client_name,
+        redirect_uris = EXCLUDED.redirect_uris, scope = EXCLUDED.scope,
+        metadata = EXCLUDED.metadata
+     WHERE oauth_clients.kind = 'metadata'
+    RETURNING {CLIENT_COLUMNS}
+"""
+
+
+class MetadataClients:
+    """The per-process cache of accepted (and refused) documents, and the fetch session."""
+
+    def __init__(self, *, allow_private: bool, ceiling_seconds: float) -> None:
+        self.allow_private = allow_private
+        self.ceiling = ceiling_seconds
+        self._session = new_session(allow_private=allow_private)
+        self._cache: OrderedDict[str, tuple[float, Client | FetchRefused]] = OrderedDict()
+        # At most this many fetches at once per process, whatever asks for them.
+        self._fetching = asyncio.Semaphore(MAX_CONCURRENT_FETCHES)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    def _remember(self, url: str, until: float, value: Client | FetchRefused) -> None:
+        self._cache[url] = (until, value)
+        self._cache.move_to_end(url)
+        while len(self._cache) > MAX_CACHED:
+            self._cache.popitem(last=False)
+
+    def _cached(self, url: str) -> Client | FetchRefused | None:
+        hit = self._cache.get(url)
+        if hit is None or hit[0] <= time.monotonic():
+            return None
+        return hit[1]
+
+    async def client(self, conn: asyncpg.Connection | asyncpg.Pool, url: str) -> Client:
+        """The client of the document at `url` (fetched unless cached), or FetchRefused."""
+        hit = self._cached(url)
+        if hit is None:
+            async with self._fetching:
+                hit = await self._fetch(conn, url)
+        if isinstance(hit, FetchRefused):
+            # A fresh exception: re-raising the remembered one would grow its traceback.
+            raise FetchRefused(str(hit), transient=hit.transient)
+        return hit
+
+    async def _fetch(
+        self, conn: asyncpg.Connection | asyncpg.Pool, url: str
+    ) -> Client | FetchRefused:
+        try:
+            fetched = await fetch_document(self._session, url, allow_private=self.allow_private)
+            accepted = validate_document(url, fetched.body)
+        except FetchRefused as err:
+            self._remember(url, time.monotonic() + REFUSAL_SECONDS, err)
+            return err
+        row = await conn.fetchrow(
+            _UPSERT,
+            url,
+            accepted.name,
+            accepted.redirect_uris,
+            list(GRANT_TYPES),
+            accepted.scope,
+            msgspec.json.encode(accepted.metadata).decode(),
+        )
+        if row is None:  # the id belongs to a client of another kind
+            return FetchRefused("this client id is already taken by another client")
+        client = client_of(row)
+        ttl = cache_seconds(fetched.headers, self.ceiling)
+        if ttl > 0:
+            self._remember(url, time.monotonic() + ttl, client)
+        return client
+
+
+METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients", MetadataClients)
+
+
+async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:
+    cfg = app[CONFIG]
+    app[METADATA_CLIENTS] = MetadataClients(
+        allow_private=cfg.oauth_cimd_allow_private,
+        ceiling_seconds=float(cfg.oauth_cimd_cache_max_seconds),
+    )
+    yield
+    await app[METADATA_CLIENTS].close()
+
+
+async def token_client(
+    app: web.Application, conn: asyncpg.Connection | asyncpg.Pool, client_id: str
+) -> Client | None:
+    """The metadata-document client calling `/token` or `/revoke` (see the module notes), or
+    None when it is unknown here; FetchRefused when its document is now refused."""
+    stored = await load_client(conn, client_id)
+    if stored is None:
+        return None
+    try:
+        return await app[METADATA_CLIENTS].client(conn, client_id)
+    except FetchRefused as err:
+        if err.transient:
+            return stored
+        raise
+
+
+async def authorizing_client(
+    app: web.Application, conn: asyncpg.Connection | asyncpg.Pool, client_id: str
+) -> Client | None:
+    """The client an authorization request names: a registered one, or the client of a
+    metadata document (raising FetchRefused when its document is not acceptable)."""
+    if is_metadata_client_id(client_id):
+        return await app[METADATA_CLIENTS].client(conn, client_id)
+    return await load_client(conn, client_id) if len(client_id) <= 200 else None
