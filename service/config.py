@@ -255,8 +255,10 @@ def _origins(raw: str) -> tuple[str, ...]:
 
 
 def _db_url(raw: str) -> str:
-    if urlsplit(raw).scheme not in ("postgres", "postgresql"):
+    parts = urlsplit(raw)
+    if parts.scheme not in ("postgres", "postgresql"):
         raise ValueError("expected a URL such as postgresql://user:password@host:5432/elova")
+    parts.port  # noqa: B018 - raises ValueError for a port out of range
     return raw
 
 

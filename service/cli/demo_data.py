@@ -62,7 +62,9 @@ def _instant(raw: str) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     dsn = args.database_url or Config.from_env(need_key=False).database_url
-    asyncio.run(check_postgresql(dsn))  # a refusal is one line (service/cli/failures.py)
+    # A refusal is one line naming where the URL came from (service/cli/failures.py).
+    setting = "--database-url" if args.database_url else "ELOVA_DATABASE_URL"
+    asyncio.run(check_postgresql(dsn, setting))
     now = args.now or datetime.now(UTC).replace(microsecond=0)
     try:
         plan = BulkPlan(

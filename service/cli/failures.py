@@ -19,6 +19,7 @@ database or Redis URL may hold a password.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import ssl
 import sys
@@ -88,11 +89,12 @@ def _tls_reason(err: BaseException) -> str | None:
     return None
 
 
-def postgresql_failure(err: BaseException, dsn: str | None) -> StartupFailure | None:
-    """PostgreSQL's refusals at connect time, each naming ELOVA_DATABASE_URL; None for any
-    other error (a bug keeps its traceback)."""
+def postgresql_failure(
+    err: BaseException, dsn: str | None, setting: str = "ELOVA_DATABASE_URL"
+) -> StartupFailure | None:
+    """PostgreSQL's refusals at connect time, each naming the setting that holds the URL;
+    None for any other error (a bug keeps its traceback)."""
     where = _where(dsn, 5432)
-    setting = "ELOVA_DATABASE_URL"
     tls = _tls_reason(err)
     if tls is not None:
         return StartupFailure(
@@ -131,7 +133,7 @@ def postgresql_failure(err: BaseException, dsn: str | None) -> StartupFailure | 
             UNAVAILABLE,
         )
     if isinstance(err, ConnectionError) or (isinstance(err, OSError) and err.errno in _UNREACHABLE):
-        reason = (err.strerror or str(err)).lower() if isinstance(err, OSError) else str(err)
+        reason = os.strerror(err.errno).lower() if err.errno else str(err)
         return StartupFailure(
             f"cannot reach PostgreSQL at {where} ({reason}); start it, or fix the host and "
             f"port in {setting}",
@@ -169,6 +171,15 @@ def redis_failure(err: BaseException, url: str) -> StartupFailure | None:
             BAD_CONFIGURATION,
         )
     return None
+
+
+def malformed_url(err: BaseException, setting: str) -> StartupFailure:
+    """A database URL the driver cannot parse (asyncpg reads more than the scheme)."""
+    return StartupFailure(
+        f"{setting} is malformed ({err}); give a URL such as "
+        "postgresql://user:password@host:5432/elova",
+        BAD_CONFIGURATION,
+    )
 
 
 def listen_failure(err: OSError, host: str, port: int, setting: str) -> StartupFailure:

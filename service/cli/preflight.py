@@ -24,6 +24,7 @@ from service.cli.failures import (
     UNAVAILABLE,
     StartupFailure,
     listen_failure,
+    malformed_url,
     postgresql_failure,
     redis_failure,
 )
@@ -66,24 +67,34 @@ def _bind_each(host: str, port: int) -> None:
             sock.bind(address)
 
 
-async def connect_postgresql(dsn: str) -> asyncpg.Connection:
-    """A connection, or the StartupFailure that says why there is none."""
+async def connect_postgresql(dsn: str, setting: str = "ELOVA_DATABASE_URL") -> asyncpg.Connection:
+    """A connection, or the StartupFailure that says why there is none; `setting` is where
+    the URL came from."""
     try:
         conn: asyncpg.Connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
-        failure = postgresql_failure(err, dsn)
+    except (
+        OSError,
+        ValueError,
+        OverflowError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+    ) as err:
+        failure = postgresql_failure(err, dsn, setting)
+        if failure is None and isinstance(
+            err, asyncpg.ClientConfigurationError | ValueError | OverflowError
+        ):
+            failure = malformed_url(err, setting)
         if failure is None:
             failure = StartupFailure(
-                f"cannot connect to PostgreSQL ({type(err).__name__}: {err}); check "
-                "ELOVA_DATABASE_URL",
+                f"cannot connect to PostgreSQL ({type(err).__name__}: {err}); check {setting}",
                 UNAVAILABLE,
             )
         raise failure from err
     return conn
 
 
-async def check_postgresql(dsn: str) -> None:
-    conn = await connect_postgresql(dsn)
+async def check_postgresql(dsn: str, setting: str = "ELOVA_DATABASE_URL") -> None:
+    conn = await connect_postgresql(dsn, setting)
     await conn.close()
 
 
