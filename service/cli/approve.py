@@ -58,6 +58,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "approve",
         help="approve an account's access for a client and print its tokens",
         description="Grant (or with --list / --revoke, inspect or end) an approval.",
+        epilog=(
+            "three forms, each with only its own flags:\n"
+            "  approve --account EMAIL --workspace UUID [...] [--scope S] [--expires E]\n"
+            "          [--client-name NAME | --client-id ID]\n"
+            "  approve --list --account EMAIL\n"
+            "  approve --revoke APPROVAL_ID\n"
+            "granting prints approvalId, clientId, accessToken, refreshToken, expiresIn;\n"
+            "flags of two forms together exit 2."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--account", metavar="EMAIL", help="the account's email")
     p.add_argument(
