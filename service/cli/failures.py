@@ -83,7 +83,7 @@ def _tls_reason(err: BaseException) -> str | None:
         if isinstance(cause, ssl.SSLCertVerificationError):
             return f"certificate verify failed: {cause.verify_message}"
         if isinstance(cause, ssl.SSLError):
-            return cause.reason or str(cause)
+            return getattr(cause, "reason", None) or str(cause)
     if "SSL" in str(err) and isinstance(err, ConnectionError):
         return "the server does not offer TLS" if "rejected SSL" in str(err) else str(err)
     return None

@@ -24,8 +24,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+import redis.exceptions
 
-from service.cli.failures import explain, postgresql_failure
+from service.cli.failures import explain, postgresql_failure, redis_failure
 from tests.ops.serve_process import ServeProcess
 from tests.ops.tooling import ROOT
 from tests.support.keys import ed25519_pem
@@ -252,3 +253,16 @@ def test_a_dns_failure_that_may_pass_is_not_a_configuration_error() -> None:
 def test_a_bug_keeps_its_traceback() -> None:
     assert explain(RuntimeError("a bug")) is None
     assert explain(asyncpg.UndefinedColumnError("column x does not exist")) is None
+
+
+def test_redis_tls_failure_stops_the_start_and_an_unreachable_redis_does_not() -> None:
+    url = "rediss://:pw@cache.internal:6380/0"
+    tls = redis.exceptions.ConnectionError("Error connecting to cache.internal:6380.")
+    tls.__cause__ = ssl.SSLError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    failure = redis_failure(tls, url)
+    assert failure is not None and failure.status == 2
+    assert "TLS to Redis at cache.internal:6380 failed" in failure.message
+    assert "ELOVA_REDIS_URL" in failure.message and "pw" not in failure.message.split("(")[0]
+    refused = redis.exceptions.ConnectionError("Error 111 connecting to cache.internal:6380.")
+    assert redis_failure(refused, url) is None
+    assert redis_failure(redis.exceptions.TimeoutError("Timeout"), url) is None
