@@ -99,11 +99,15 @@ def _flag(name: str) -> str:
 
 def conflict(args: argparse.Namespace) -> str | None:
     """Why these flags cannot go together (or a required one is missing); None when fine."""
-    given = [name for name in _GRANT_FLAGS if getattr(args, name)]
-    if args.list and args.revoke:
+    for name in ("account", "scope", "expires", "client_name", "client_id", "revoke"):
+        value = getattr(args, name)
+        if value is not None and not value.strip():
+            return f"{_flag(name)} is empty; give a value or leave the flag out"
+    given = [name for name in _GRANT_FLAGS if getattr(args, name) not in (None, [])]
+    if args.list and args.revoke is not None:
         return "--list and --revoke are separate commands; give one of them"
     for action in ("list", "revoke"):
-        if getattr(args, action) and given:
+        if getattr(args, action) not in (None, False) and given:
             return f"--{action} takes no {_flag(given[0])}; it only {_ACTS[action]}"
     if args.revoke and args.account:
         return "--revoke takes only the approval id, not --account"

@@ -151,6 +151,8 @@ async def test_in_process_approve_refuses_like_the_command(
         (["--revoke", "ID", "--account", "EMAIL"], ("--revoke", "--account")),
         (["--account", "EMAIL"], ("--workspace",)),
         (["--list"], ("--account",)),
+        (["--account", "EMAIL", "--workspace", "WS", "--scope", ""], ("--scope", "empty")),
+        (["--account", "EMAIL", "--workspace", "WS", "--client-name", " "], ("--client-name",)),
     ],
 )  # fmt: skip
 async def test_conflicting_flags_exit_2_with_one_line_and_change_nothing(
