@@ -107,7 +107,11 @@ def postgresql_failure(
             f"PostgreSQL at {where}: {err}; create it or fix the database name in {setting}",
             BAD_CONFIGURATION,
         )
-    if isinstance(
+    # PgBouncer answers a wrong SCRAM password with a protocol violation, not 28P01.
+    bouncer_login = isinstance(err, asyncpg.ProtocolViolationError) and (
+        "authentication failed" in str(err)
+    )
+    if bouncer_login or isinstance(
         err, (asyncpg.InvalidAuthorizationSpecificationError, asyncpg.InvalidPasswordError)
     ):
         return StartupFailure(

@@ -10,6 +10,7 @@ of ~0.6 s CPU, and the machine is shared.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -31,9 +32,15 @@ from tests.ops.serve_process import ServeProcess
 from tests.ops.tooling import ROOT
 from tests.support.keys import ed25519_pem
 from tests.support.server import free_port
-from tests.support.services import _redis_server_binary, create_database, drop_database
+from tests.support.services import (
+    TestDatabase,
+    _redis_server_binary,
+    create_database,
+    drop_database,
+)
 
 REDIS_PASSWORD = "s3cret-startup-test"
+PG_PASSWORD = "right-pgbouncer-password"
 
 
 @dataclass(frozen=True)
@@ -80,27 +87,80 @@ def redis_with_password() -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("redis-server with requirepass did not start") from None
-                time.sleep(0.05)
+        _wait_for_port(port, proc, "redis-server with requirepass")
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def _cases(dsn: str, redis_address: str, busy_port: int, snapshot: str) -> list[Case]:
+@pytest.fixture(scope="module")
+def startup_database() -> Iterator[TestDatabase]:
+    import asyncio
+
+    database = asyncio.run(create_database("elova_startup"))
+    try:
+        yield database
+    finally:
+        asyncio.run(drop_database(database))
+
+
+@pytest.fixture(scope="module")
+def pgbouncer_with_password(startup_database: TestDatabase) -> Iterator[str]:
+    """host:port of a PgBouncer with SCRAM password auth in front of the test PostgreSQL
+    (which trusts every login): a real wrong-password refusal."""
+    binary = shutil.which("pgbouncer")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("pgbouncer is required in CI (.ci/debian-packages.txt)")
+        pytest.skip("pgbouncer is not installed")
+    target = urlsplit(startup_database.dsn)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)  # PgBouncer drops root privileges (-u) and must read these
+        users, ini = Path(tmp, "users.txt"), Path(tmp, "pgbouncer.ini")
+        users.write_text(f'"{target.username or "postgres"}" "{PG_PASSWORD}"\n')
+        ini.write_text(
+            "[databases]\n"
+            f"* = host={target.hostname or '127.0.0.1'} port={target.port or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = scram-sha-256\nauth_file = {users}\npool_mode = session\n"
+        )
+        for path in (users, ini):
+            path.chmod(0o644)
+        command = [binary, str(ini)]
+        if os.geteuid() == 0:
+            command[1:1] = ["-u", "postgres"]
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_for_port(port, proc, "pgbouncer")
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.05)
+
+
+def _cases(dsn: str, redis_address: str, busy_port: int, snapshot: str, bouncer: str) -> list[Case]:
     key = ed25519_pem().decode()
     down = _dsn(dsn, netloc=f"postgres@127.0.0.1:{_closed_port()}")
     missing = _dsn(dsn, path="/elova_no_such_database")
     no_role = _dsn(dsn, netloc=f"elova_no_such_role@{urlsplit(dsn).netloc.rsplit('@', 1)[-1]}")
     tls = _dsn(dsn, query="sslmode=require")
+    user = urlsplit(dsn).username or "postgres"
+    wrong_password = _dsn(dsn, netloc=f"{user}:wrong-password@{bouncer}")
     good = {"ELOVA_DATABASE_URL": dsn, "ELOVA_SIGNING_KEY": key, "ELOVA_HOST": "127.0.0.1",
             "ELOVA_PORT": str(free_port()), "ELOVA_DB_POOL_MIN": "1"}  # fmt: skip
     commands: dict[str, tuple[tuple[str, ...], str]] = {
@@ -134,6 +194,11 @@ def _cases(dsn: str, redis_address: str, busy_port: int, snapshot: str) -> list[
              2, ("elova_no_such_database", "does not exist", "ELOVA_DATABASE_URL")),
         Case("serve-unknown-role", serve, {**good, "ELOVA_DATABASE_URL": no_role}, 2,
              ("refused the login", "elova_no_such_role", "ELOVA_DATABASE_URL")),
+        Case("serve-wrong-password", serve, {**good, "ELOVA_DATABASE_URL": wrong_password}, 2,
+             ("refused the login", bouncer, "ELOVA_DATABASE_URL")),
+        Case("migrate-wrong-password", ("migrate",),
+             {**good, "ELOVA_DATABASE_URL": wrong_password}, 2,
+             ("refused the login", "ELOVA_DATABASE_URL")),
         Case("load-unknown-role", ("load", snapshot), {**good, "ELOVA_DATABASE_URL": no_role},
              2, ("refused the login", "ELOVA_DATABASE_URL")),
         Case("serve-tls-refused", serve, {**good, "ELOVA_DATABASE_URL": tls}, 2,
@@ -173,28 +238,29 @@ def _run(case: Case) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(redis_with_password: str) -> Iterator[dict[str, tuple[Case, Outcome]]]:
-    import asyncio
-
-    database = asyncio.run(create_database("elova_startup"))
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        socket.socket() as busy,
-    ):
+def outcomes(
+    startup_database: TestDatabase, redis_with_password: str, pgbouncer_with_password: str
+) -> Iterator[dict[str, tuple[Case, Outcome]]]:
+    with tempfile.TemporaryDirectory() as tmp, socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         snapshot = Path(tmp, "snapshot.json")
         snapshot.write_text("{}")
-        cases = _cases(database.dsn, redis_with_password, busy.getsockname()[1], str(snapshot))
-        try:
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                results = list(pool.map(_run, cases))
-        finally:
-            asyncio.run(drop_database(database))
+        cases = _cases(
+            startup_database.dsn,
+            redis_with_password,
+            busy.getsockname()[1],
+            str(snapshot),
+            pgbouncer_with_password,
+        )
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(pool.map(_run, cases))
     yield {case.name: (case, outcome) for case, outcome in zip(cases, results, strict=True)}
 
 
-CASE_NAMES = [c.name for c in _cases("postgresql://postgres@127.0.0.1:5432/x", "r:1", 1, "f")]
+CASE_NAMES = [
+    c.name for c in _cases("postgresql://postgres@127.0.0.1:5432/x", "r:1", 1, "f", "b:1")
+]
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
@@ -209,7 +275,8 @@ def test_a_start_up_failure_is_one_line(
     for expected in case.says:
         assert expected in line, (expected, line)
     assert outcome.status == case.status, line
-    assert "wrong-password" not in line and REDIS_PASSWORD not in line  # no secret echoed
+    for secret in ("wrong-password", REDIS_PASSWORD, PG_PASSWORD):
+        assert secret not in line  # no secret echoed
 
 
 async def test_an_unreachable_redis_at_start_is_not_fatal(serve_env: dict[str, str]) -> None:
