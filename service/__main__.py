@@ -1,15 +1,18 @@
 """The `elova-mcp` command: parse arguments, read configuration, run one operator command.
 
 Each command lives in `service/cli/<name>.py` as `add_parser(subparsers)` + `run(args) -> int`.
+A failure the operator can fix (a setting, a dependency) ends the command with one line on
+stderr and exit status 2 or 1 (service/cli/failures.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from service.config import ConfigError
+from service.cli.failures import explain, report
 
 COMMANDS = ("serve", "migrate", "load", "approve", "account", "demo_data", "run_demo")
 
@@ -32,11 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(modules[args.command].run(args))
-    except ConfigError as err:
-        print(f"elova-mcp: configuration error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as err:
+        dsn = getattr(args, "database_url", None) or os.environ.get("ELOVA_DATABASE_URL")
+        failure = explain(err, dsn)
+        if failure is None:
+            raise  # a bug: its traceback is the report
+        return report(f"elova-mcp {args.command}", failure)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ class Config:
             metrics_port=_parse(env, "ELOVA_METRICS_PORT", _port, None),
             allowed_origins=_parse(env, "ELOVA_ALLOWED_ORIGINS", _origins, ()),
             db_pool_min=_parse(env, "ELOVA_DB_POOL_MIN", _positive_int, 2),
-            db_pool_max=_parse(env, "ELOVA_DB_POOL_MAX", _positive_int, 10),
+            db_pool_max=_pool_max(env),
             log_level=_parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
             access_token_ttl_seconds=_parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
             drain_seconds=_parse(env, "ELOVA_DRAIN_SECONDS", _non_negative_float, 5.0),
@@ -130,13 +130,38 @@ class Config:
         )
 
 
+def _raw(env: Mapping[str, str], name: str) -> str:
+    """The setting's value, stripped; "" when unset. Set but empty is an error, not "unset":
+    `ELOVA_PORT=` is a mistake (a template that lost its value), and a silent default would
+    hide it (docs/decisions/ops.md)."""
+    if name not in env:
+        return ""
+    value = env[name].strip()
+    if not value:
+        raise ConfigError(
+            f"{name} is set but empty; give it a value, or unset it to use the default"
+        )
+    return value
+
+
+def _pool_max(env: Mapping[str, str]) -> int:
+    """ELOVA_DB_POOL_MAX, refused when below ELOVA_DB_POOL_MIN."""
+    low = _parse(env, "ELOVA_DB_POOL_MIN", _positive_int, 2)
+    high = _parse(env, "ELOVA_DB_POOL_MAX", _positive_int, 10)
+    if low > high:
+        raise ConfigError(
+            f"ELOVA_DB_POOL_MIN ({low}) is larger than ELOVA_DB_POOL_MAX ({high}); "
+            "lower the minimum or raise the maximum"
+        )
+    return high
+
+
 def _str(env: Mapping[str, str], name: str, default: str) -> str:
-    value = env.get(name, "").strip()
-    return value or default
+    return _raw(env, name) or default
 
 
 def _parse(env: Mapping[str, str], name: str, conv: Callable[[str], T], default: T) -> T:
-    raw = env.get(name, "").strip()
+    raw = _raw(env, name)
     if not raw:
         return default
     try:
@@ -149,10 +174,12 @@ def _parse(env: Mapping[str, str], name: str, conv: Callable[[str], T], default:
 
 
 def _required(env: Mapping[str, str], name: str, conv: Callable[[str], T]) -> T:
-    raw = env.get(name, "").strip()
+    raw = _raw(env, name)
     if not raw:
         raise ConfigError(f"{name} is required but not set")
-    return _parse(env, name, conv, conv(raw))
+    value = _parse(env, name, conv, None)  # raw is set: the converter's error names `name`
+    assert value is not None
+    return value
 
 
 def _positive_int(raw: str) -> int:
@@ -214,8 +241,12 @@ def _base_url(raw: str) -> str:
         raise ValueError(
             f"expected an http(s) base URL such as https://mcp.example.com, got {raw!r}"
         )
-    if parts.query or parts.fragment:
-        raise ValueError("the public URL takes no query or fragment")
+    if parts.path.strip("/") or parts.query or parts.fragment or "?" in raw or "#" in raw:
+        base = f"{parts.scheme}://{parts.netloc}"
+        raise ValueError(
+            f"give the base URL ({base}), without a path, query or fragment; "
+            f"the MCP endpoint is {base}/mcp"
+        )
     return raw.rstrip("/")
 
 
@@ -233,8 +264,10 @@ def _origins(raw: str) -> tuple[str, ...]:
 
 
 def _db_url(raw: str) -> str:
-    if urlsplit(raw).scheme not in ("postgres", "postgresql"):
-        raise ValueError("expected a postgresql:// URL")
+    parts = urlsplit(raw)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise ValueError("expected a URL such as postgresql://user:password@host:5432/elova")
+    parts.port  # noqa: B018 - raises ValueError for a port out of range
     return raw
 
 
@@ -252,8 +285,8 @@ def _log_level(raw: str) -> str:
 
 
 def _signing_key(env: Mapping[str, str]) -> bytes:
-    inline = env.get("ELOVA_SIGNING_KEY", "").strip()
-    path = env.get("ELOVA_SIGNING_KEY_FILE", "").strip()
+    inline = _raw(env, "ELOVA_SIGNING_KEY")
+    path = _raw(env, "ELOVA_SIGNING_KEY_FILE")
     if inline and path:
         raise ConfigError("set ELOVA_SIGNING_KEY or ELOVA_SIGNING_KEY_FILE, not both")
     if path:
@@ -266,14 +299,17 @@ def _signing_key(env: Mapping[str, str]) -> bytes:
     elif inline:
         pem, name = inline.encode(), "ELOVA_SIGNING_KEY"
     else:
-        raise ConfigError("ELOVA_SIGNING_KEY_FILE or ELOVA_SIGNING_KEY is required but not set")
+        raise ConfigError(
+            "ELOVA_SIGNING_KEY_FILE or ELOVA_SIGNING_KEY is required but not set; make a key "
+            "with `openssl genpkey -algorithm ed25519 -out signing-key.pem`"
+        )
     _check_pem(name, pem)
     return pem
 
 
 def _previous_keys(env: Mapping[str, str]) -> tuple[bytes, ...]:
     """Verification-only keys kept during a rotation (ELOVA_PREVIOUS_SIGNING_KEY_FILES)."""
-    raw = env.get("ELOVA_PREVIOUS_SIGNING_KEY_FILES", "").strip()
+    raw = _raw(env, "ELOVA_PREVIOUS_SIGNING_KEY_FILES")
     keys = []
     for path in filter(None, (p.strip() for p in raw.split(","))):
         try:
@@ -310,9 +346,14 @@ def _check_pem(name: str, pem: bytes) -> None:
     try:
         key = load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as err:
-        raise ConfigError(f"{name} is not an unencrypted PEM private key") from err
+        raise ConfigError(
+            f"{name} is not an unencrypted PEM private key; give an Ed25519 or EC P-256 key "
+            "in PEM (`openssl genpkey -algorithm ed25519`)"
+        ) from err
     if isinstance(key, ed25519.Ed25519PrivateKey):
         return
     if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
         return
-    raise ConfigError(f"{name} must be an Ed25519 or EC P-256 private key")
+    raise ConfigError(
+        f"{name} must be an Ed25519 or EC P-256 private key (`openssl genpkey -algorithm ed25519`)"
+    )

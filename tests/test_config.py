@@ -86,3 +86,37 @@ def test_metadata_document_settings() -> None:
         Config.from_env(env(ELOVA_OAUTH_CIMD_ALLOW_PRIVATE="maybe"))
     with pytest.raises(ConfigError, match="ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS"):
         Config.from_env(env(ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS="100000"))
+@pytest.mark.parametrize(
+    "variable",
+    ["ELOVA_PORT", "ELOVA_HOST", "ELOVA_REDIS_URL", "ELOVA_PUBLIC_URL", "ELOVA_LOG_LEVEL",
+     "ELOVA_DATABASE_URL", "ELOVA_SIGNING_KEY", "ELOVA_PREVIOUS_SIGNING_KEY_FILES"],
+)  # fmt: skip
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_setting_is_refused_not_unset(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"{variable} is set but empty"):
+        Config.from_env(env(**{variable: value}))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://x.example/mcp", "https://x.example/base/", "https://x.example/?a=1",
+     "https://x.example#top", "https://x.example/?"],
+)  # fmt: skip
+def test_public_url_is_a_base_url(url: str) -> None:
+    with pytest.raises(ConfigError, match="ELOVA_PUBLIC_URL") as raised:
+        Config.from_env(env(ELOVA_PUBLIC_URL=url))
+    assert "the MCP endpoint is https://x.example/mcp" in str(raised.value)
+
+
+def test_pool_minimum_above_maximum_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"ELOVA_DB_POOL_MIN \(20\).*ELOVA_DB_POOL_MAX \(5\)"):
+        Config.from_env(env(ELOVA_DB_POOL_MIN="20", ELOVA_DB_POOL_MAX="5"))
+    with pytest.raises(ConfigError, match="ELOVA_DB_POOL_MAX"):
+        Config.from_env(env(ELOVA_DB_POOL_MIN="11"))  # above the default maximum
+    assert Config.from_env(env(ELOVA_DB_POOL_MIN="5", ELOVA_DB_POOL_MAX="5")).db_pool_max == 5
+
+
+def test_a_malformed_database_url_names_the_variable_and_an_example() -> None:
+    for bad in ("foo", "postgresql://u@h:99999/db"):
+        with pytest.raises(ConfigError, match="ELOVA_DATABASE_URL is malformed"):
+            Config.from_env(env(ELOVA_DATABASE_URL=bad))

@@ -2,13 +2,16 @@
 
     elova-mcp approve --account EMAIL --workspace UUID [--workspace UUID …]
                       [--scope "workspaces:read n8n:read"] [--expires 1d|7d|30d]
-                      [--client-name NAME] [--client-id ID]
+                      [--client-name NAME | --client-id ID]
     elova-mcp approve --list --account EMAIL
     elova-mcp approve --revoke APPROVAL_ID
 
-Granting prints exactly one JSON object on stdout: approvalId, accessToken, refreshToken,
-expiresIn. Without --client-id each run makes a client of its own, so each run is a new
-approval. A refusal exits 1 with one line on stderr and nothing on stdout.
+Granting prints exactly one JSON object on stdout: approvalId, clientId, accessToken,
+refreshToken, expiresIn. Without --client-id each run makes a client of its own, so each run
+is a new approval. The three forms take only their own flags: a flag of another form
+(`--list --revoke`, `--client-name` with `--client-id`, `--revoke` with `--workspace`, …)
+exits 2 with one line naming both, before anything is read or written. A refusal exits 1
+with one line on stderr and nothing on stdout.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from service.auth.approval_listing import list_active_approvals
 from service.auth.approvals import (
     ApprovalRefused,
     IssuedTokens,
-    active_approvals,
+    approval_client_id,
     create_operator_client,
     grant_approval,
     issue_tokens,
@@ -43,6 +47,7 @@ _PROG = "elova-mcp approve"
 
 class ApproveOutput(msgspec.Struct, rename="camel"):
     approval_id: str
+    client_id: str
     access_token: str
     refresh_token: str
     expires_in: int
@@ -53,17 +58,72 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "approve",
         help="approve an account's access for a client and print its tokens",
         description="Grant (or with --list / --revoke, inspect or end) an approval.",
+        epilog=(
+            "three forms, each with only its own flags:\n"
+            "  approve --account EMAIL --workspace UUID [...] [--scope S] [--expires E]\n"
+            "          [--client-name NAME | --client-id ID]\n"
+            "  approve --list --account EMAIL\n"
+            "  approve --revoke APPROVAL_ID\n"
+            "granting prints approvalId, clientId, accessToken, refreshToken, expiresIn;\n"
+            "flags of two forms together exit 2."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--account", metavar="EMAIL", help="the account's email")
     p.add_argument(
         "--workspace", metavar="UUID", action="append", default=[], help="repeat for each"
     )
-    p.add_argument("--scope", default=" ".join(ALL_SCOPES), help="space-separated scopes")
-    p.add_argument("--expires", default=DEFAULT_EXPIRY, metavar="1d|7d|30d")
-    p.add_argument("--client-name", default=DEFAULT_CLIENT_NAME, metavar="NAME")
+    p.add_argument(
+        "--scope",
+        metavar="SCOPES",
+        help=f'space-separated scopes (default "{" ".join(ALL_SCOPES)}")',
+    )
+    p.add_argument("--expires", metavar="1d|7d|30d", help=f"default {DEFAULT_EXPIRY}")
+    p.add_argument(
+        "--client-name",
+        metavar="NAME",
+        help=f'a new operator client (default "{DEFAULT_CLIENT_NAME}")',
+    )
     p.add_argument("--client-id", metavar="ID", help="approve this registered client instead")
     p.add_argument("--list", action="store_true", help="list the account's active approvals")
     p.add_argument("--revoke", metavar="APPROVAL_ID", help="revoke this approval")
+
+
+# The flags of granting; --list and --revoke take none of them.
+_GRANT_FLAGS = ("workspace", "scope", "expires", "client_name", "client_id")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def conflict(args: argparse.Namespace) -> str | None:
+    """Why these flags cannot go together (or a required one is missing); None when fine."""
+    for name in ("account", "scope", "expires", "client_name", "client_id", "revoke"):
+        value = getattr(args, name)
+        if value is not None and not value.strip():
+            return f"{_flag(name)} is empty; give a value or leave the flag out"
+    given = [name for name in _GRANT_FLAGS if getattr(args, name) not in (None, [])]
+    if args.list and args.revoke is not None:
+        return "--list and --revoke are separate commands; give one of them"
+    for action in ("list", "revoke"):
+        if getattr(args, action) not in (None, False) and given:
+            return f"--{action} takes no {_flag(given[0])}; it only {_ACTS[action]}"
+    if args.revoke and args.account:
+        return "--revoke takes only the approval id, not --account"
+    if args.client_name and args.client_id:
+        return (
+            "give --client-name (a new operator client) or --client-id (an existing client), "
+            "not both"
+        )
+    if not args.revoke and not args.account:
+        return "--account is required"
+    if not (args.list or args.revoke or args.workspace):
+        return "--workspace is required (repeat it for each workspace)"
+    return None
+
+
+_ACTS = {"list": "lists an account's approvals", "revoke": "revokes one approval"}
 
 
 def _parse_uuid(raw: str, what: str) -> uuid.UUID:
@@ -135,8 +195,9 @@ async def _approve(
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.revoke and not args.account:
-        return refuse(_PROG, "--account is required", status=2)
+    problem = conflict(args)
+    if problem is not None:
+        return refuse(_PROG, problem, status=2)
     # Listing and revoking sign nothing, so they work without the signing key.
     cfg = Config.from_env(need_key=not (args.revoke or args.list))
 
@@ -155,19 +216,21 @@ async def _command(conn: asyncpg.Connection, cfg: Config, args: argparse.Namespa
             raise ApprovalRefused(f"no unrevoked approval with id {approval_id}")
         return {"approvalId": str(approval_id), "revoked": True}
     if args.list:
-        return {"approvals": await active_approvals(conn, await _account_id(conn, args.account))}
+        account_id = await _account_id(conn, args.account)
+        return {"approvals": await list_active_approvals(conn, account_id)}
     issued = await approve(
         conn,
         cfg,
         account=args.account,
         workspaces=args.workspace,
-        scope=args.scope,
-        expires=args.expires,
-        client_name=args.client_name,
+        scope=args.scope or " ".join(ALL_SCOPES),
+        expires=args.expires or DEFAULT_EXPIRY,
+        client_name=args.client_name or DEFAULT_CLIENT_NAME,
         client_id=args.client_id,
     )
     return ApproveOutput(
         approval_id=str(issued.approval_id),
+        client_id=await approval_client_id(conn, issued.approval_id),
         access_token=issued.access_token,
         refresh_token=issued.refresh_token,
         expires_in=issued.expires_in,

@@ -1,10 +1,11 @@
 """What the database commands (migrate, load, approve, account) share; not a command itself.
 
 Each of them opens one PostgreSQL connection for its run, prints its result on stdout, and
-answers every failure with exit status 1 and one line `<command>: <reason>` on stderr,
-never a traceback:
+answers every failure with one line `<command>: <reason>` on stderr, never a traceback
+(exit status 1 unless said otherwise):
 
-    cannot connect             cannot reach PostgreSQL: <the driver's reason>
+    cannot connect             what PostgreSQL refused, and the fix (service/cli/failures.py;
+                               exit 2 for a setting to change, 1 for PostgreSQL down)
     a refusal the command names  its message, for a person
     no tables yet              the database has no schema yet; run `elova-mcp migrate`
     any other database error   database error: <its type> (no SQL, no values)
@@ -16,6 +17,9 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import asyncpg
+
+from service.cli.failures import StartupFailure, report
+from service.cli.preflight import connect_postgresql
 
 NO_SCHEMA = "the database has no schema yet; run `elova-mcp migrate`"
 
@@ -41,9 +45,9 @@ async def run_on_database(
     exception of a `refusals` type, prints its message as is."""
     refused: tuple[type[Exception], ...] = (Refused, *refusals)
     try:
-        conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError) as err:
-        return refuse(prog, f"cannot reach PostgreSQL: {err}")
+        conn = await connect_postgresql(dsn)
+    except StartupFailure as failure:
+        return report(prog, failure)
     try:
         out = await command(conn)
     except refused as err:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from service.cli.preflight import check_postgresql
 from service.config import Config
 from service.demo.bulk import BulkPlan
 from service.demo.bulk_load import BulkRefused, BulkReport, write_plan
@@ -61,6 +62,9 @@ def _instant(raw: str) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     dsn = args.database_url or Config.from_env(need_key=False).database_url
+    # A refusal is one line naming where the URL came from (service/cli/failures.py).
+    setting = "--database-url" if args.database_url else "ELOVA_DATABASE_URL"
+    asyncio.run(check_postgresql(dsn, setting))
     now = args.now or datetime.now(UTC).replace(microsecond=0)
     try:
         plan = BulkPlan(

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import errno
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import msgspec
 
 from service.auth.approvals import ApprovalRefused, IssuedTokens
 from service.cli.approve import approve
+from service.cli.preflight import check_listeners, connect_postgresql
 from service.config import Config
 from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace_ids
 from service.demo.banner import Banner, render
@@ -73,19 +73,20 @@ def run(args: argparse.Namespace) -> int:
     server: Any = None  # the embedded server's handle: it stops when the process exits
     notes: list[str] = []
     try:
-        if not env.get("ELOVA_DATABASE_URL", "").strip():
+        # Set but empty is an error, not "unset" (Config.from_env says so below).
+        if "ELOVA_DATABASE_URL" not in env:
             _say("starting the embedded PostgreSQL (the first run initialises it)…")
             server, admin_uri = start_postgres(data_dir)
             env["ELOVA_DATABASE_URL"] = asyncio.run(ensure_database(admin_uri))
             notes.append(f"embedded PostgreSQL, data in {data_dir / 'pg'}")
         else:
             notes.append("ELOVA_DATABASE_URL")
-        if not (env.get("ELOVA_SIGNING_KEY", "").strip() or env.get("ELOVA_SIGNING_KEY_FILE")):
+        if "ELOVA_SIGNING_KEY" not in env and "ELOVA_SIGNING_KEY_FILE" not in env:
             key_path, created = ensure_signing_key(data_dir / SIGNING_KEY_FILE)
             env["ELOVA_SIGNING_KEY_FILE"] = str(key_path)
             notes.append(f"{'new' if created else 'existing'} key {key_path}")
         cfg = Config.from_env(env)
-        _check_port_free(cfg)
+        check_listeners(cfg)  # before printing tokens for a service that could not listen
         prepared = asyncio.run(_prepare(cfg, args.seed))
     except (EmbeddedUnavailable, _Failed) as err:
         sys.stderr.write(f"{_PROG}: {err}\n")
@@ -102,23 +103,8 @@ class _Failed(RuntimeError):
     pass
 
 
-def _check_port_free(cfg: Config) -> None:
-    """Refuse before printing tokens for a service that could not listen."""
-    try:
-        with socket.create_server((cfg.host, cfg.port)):
-            pass
-    except OSError as err:
-        raise _Failed(
-            f"cannot listen on {cfg.host}:{cfg.port} ({err.strerror}); "
-            "is another `make run` still running? Set ELOVA_PORT to use another port."
-        ) from err
-
-
 async def _prepare(cfg: Config, seed: int) -> Prepared:
-    try:
-        conn = await asyncpg.connect(cfg.database_url)
-    except (OSError, asyncpg.PostgresError) as err:
-        raise _Failed(f"cannot reach PostgreSQL: {err}") from err
+    conn = await connect_postgresql(cfg.database_url)
     try:
         await migrate(conn)
         _say("loading the demo snapshot…")

@@ -1,4 +1,9 @@
-"""`elova-mcp serve`: run the service until SIGTERM/SIGINT."""
+"""`elova-mcp serve`: check what the start needs, then run the service until SIGTERM/SIGINT.
+
+The checks (service/cli/preflight.py) come before the app is built: a port in use, a
+database that refuses, a Redis password that is wrong each stop the start with one line
+(service/cli/failures.py), not with a traceback from inside the app's start-up.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import gc
 from collections.abc import Callable
 
 from service.app import create_app
+from service.cli.preflight import check_dependencies, check_listeners
 from service.config import Config
 
 
@@ -20,12 +26,14 @@ def run(args: argparse.Namespace) -> int:
     from service.logs import configure_logging
 
     configure_logging(cfg.log_level)
-    app = create_app(cfg)
+    check_listeners(cfg)
     # Readiness fails first on SIGTERM; in-flight requests get the deadline to finish.
     from service.health import serve
 
-    tune_gc()
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(check_dependencies(cfg))
+        app = create_app(cfg)
+        tune_gc()
         runner.run(serve(app, cfg))
     return 0
 

@@ -15,7 +15,7 @@ its own, so chunks can be produced by several processes in any order with the sa
 Index order is chronological (the table is written in list order, like a collector
 appending). The shape is realistic rather than uniform: workflow volumes follow a Zipf law
 (a few run constantly, many rarely), volume grows towards `now`, the collector had outages
-(gaps), a few rows are undated or dated seconds in the future, some belong to workflows that
+(gaps), a few rows are undated (none is dated after its `observedAt`), some belong to workflows that
 were never retained (`workflowId` null), AI workflows carry exact decimal costs whose
 coverage depends on age, and a share of failed and AI executions keep a history report.
 """
@@ -50,7 +50,6 @@ ZONES = ("Europe/Berlin", "America/New_York", "Asia/Kathmandu", "Australia/Sydne
 ORPHAN_NAMES = ("My workflow 3", "Untitled workflow", "Test webhook (copy)", "Old CSV import")
 ORPHAN_SHARE = 0.01  # executions of workflows that were never retained
 UNDATED_SHARE = 0.001
-FUTURE_ROWS = 12  # the newest rows: the n8n host's clock runs a few seconds ahead
 SOURCE_MISSING_SHARE = 0.004
 HISTORY_FAILED_SHARE = 0.2
 HISTORY_AI_SHARE = 0.02
@@ -335,10 +334,7 @@ def execution_rows(
     instances = [(i["id"], i["workspaceId"]) for i in world.instances]
     for index in range(chunk * plan.chunk, min((chunk + 1) * plan.chunk, n)):
         flow = flows[bisect.bisect_right(cumulative, r() * top)]
-        if index >= n - FUTURE_ROWS:
-            started_ms = now_ms + 1000 * (index - (n - FUTURE_ROWS) + 1) + int(r() * 900)
-        else:
-            started_ms = int(timeline.at((index + r()) / n) * 1000)
+        started_ms = int(timeline.at((index + r()) / n) * 1000)
         instance_id, workspace_id = instances[flow.instance]
         yield _execution(plan, rng, flow, index, started_ms, now_ms, instance_id, workspace_id,
                          history)  # fmt: skip
@@ -372,10 +368,13 @@ def _execution(
     stopped_ms: int | None = started_ms + total_ms
     if age_ms < 3_600_000 and r() < 0.3:
         status = "running" if r() < 0.7 else "new"
-    if status in ("running", "new", "waiting") or stopped_ms > now_ms:  # type: ignore[operator]
+    if stopped_ms > now_ms - 500 and status not in ("new", "waiting"):  # type: ignore[operator]
+        status = "running"  # it has not finished when the collector last looked
+    if status in ("running", "new", "waiting"):
         stopped_ms = None
     seen_ms = stopped_ms or started_ms
-    observed_ms = min(seen_ms + 3000 + int(r() * 300_000), now_ms - 500)
+    # Observed after it was last seen changing, and not after `now` (tests/demo/timelines.py).
+    observed_ms = max(min(seen_ms + 3000 + int(r() * 300_000), now_ms - 500), seen_ms)
     started: datetime | None = _instant(started_ms)
     created: datetime | None = _instant(started_ms - 2 - int(r() * 40))
     if status == "new":

@@ -488,7 +488,6 @@ class InstancePlan:
     interval_minutes: int = 60
     orphans: int = 0  # executions of workflows that were never retained (workflowId null)
     undated: int = 0
-    future: int = 0
 
 
 @dataclass(frozen=True)
@@ -524,7 +523,6 @@ WORKSPACES: tuple[WorkspacePlan, ...] = (
                 interval_minutes=30,
                 orphans=40,
                 undated=12,
-                future=3,
                 workflows=(
                     W("orders"),
                     W("daily_report"),
@@ -588,7 +586,6 @@ WORKSPACES: tuple[WorkspacePlan, ...] = (
                 jobs=36,
                 inventory_truncated=True,
                 interval_minutes=120,
-                future=2,
                 workflows=(
                     W("kathmandu_etl"),
                     W("github_labeler", days=75),

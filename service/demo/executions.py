@@ -3,10 +3,10 @@
 Volumes are skewed per workflow and grow towards `now`; scheduled workflows fire at a fixed
 local hour; the others arrive weighted to local working hours. Besides ordinary rows an
 instance can have executions of workflows that were never retained (`workflowId` null),
-undated ones, ones dated a few seconds in the future (the n8n host's clock is ahead), and
-live ones (running, new, waiting). Costs: rows older than 90 days predate pricing (no
-`cost`), 75–90 days have `cost: null`, newer AI rows are priced; the newest minutes are
-still `pending`.
+undated ones, and live ones (running, new, waiting). No instant of a row is after its
+`observedAt`, and node runs lie inside their execution's window (tests/demo/timelines.py).
+Costs: rows older than 90 days predate pricing (no `cost`), 75–90 days have `cost: null`,
+newer AI rows are priced; the newest minutes are still `pending`.
 """
 
 from __future__ import annotations
@@ -170,9 +170,10 @@ def workflow_executions(scope: Scope, plan: WorkflowPlan, wf: Json) -> list[Json
     for n, started in enumerate(sorted(_event_times(rng, scope, plan, template))):
         row = _row(scope, wf, wf["name"], wf["sourceId"], (wf["id"], n))
         status = _status(rng, template)
-        total_ms = int(template.median_ms * rng.lognormvariate(0, 0.5))
+        # At least 1 ms: a run that fails starts before the execution stops.
+        total_ms = max(1, int(template.median_ms * rng.lognormvariate(0, 0.5)))
         if status == "error":
-            total_ms = int(total_ms * rng.uniform(0.1, 0.9))
+            total_ms = max(1, int(total_ms * rng.uniform(0.1, 0.9)))
         _dated(rng, scope, row, started, status, total_ms)
         calls: list[Call] = []
         if template.model is not None and row["status"] != "new":
@@ -205,7 +206,7 @@ def _history(
     outcome = Outcome(
         status=row["status"],
         started=started,
-        total_ms=max(total_ms, 1),
+        total_ms=total_ms,
         observed=observed,
         old=age_days > 100,
         big_batch=rng.random() < 0.03,
@@ -215,7 +216,8 @@ def _history(
 
 
 def odd_executions(scope: Scope, workflows: list[Json]) -> list[Json]:
-    """Orphans, undated, future-dated and live rows of one instance."""
+    """Orphans, undated and live rows of one instance. None is dated after its observedAt
+    (nor after `now`): a row "from the future" would contradict its own observation."""
     rng = stable_rng(scope.seed, "odd", scope.instance["id"])
     rows = []
     for n in range(scope.plan.orphans):
@@ -244,22 +246,6 @@ def odd_executions(scope: Scope, workflows: list[Json]) -> list[Json]:
         row["status"] = "unknown"
         row["observedAt"] = iso(scope.now - timedelta(days=rng.uniform(0.5, 20)))
         row["sourceMissing"] = n % 2 == 0
-        rows.append(row)
-    for n in range(scope.plan.future):
-        wf = tracked[n % len(tracked)]
-        row = _row(
-            scope,
-            wf,
-            wf["name"] if wf else ORPHAN_NAMES[0],
-            wf["sourceId"] if wf else "gone000000000000",
-            ("future", n),
-        )
-        started = scope.now + timedelta(seconds=rng.uniform(2, 45))
-        row["startedAt"] = iso(started)
-        row["createdAt"] = iso(started - timedelta(milliseconds=18))
-        row["status"] = "running" if n % 2 else "success"
-        row["stoppedAt"] = None if n % 2 else iso(started + timedelta(milliseconds=850))
-        row["observedAt"] = iso(scope.now - timedelta(seconds=1))
         rows.append(row)
     rows += _live(rng, scope, tracked)
     return rows

@@ -1,6 +1,8 @@
 """Diagnostic history reports of demo executions: nodes, runs, errors and model usage.
 
-A report follows the workflow's enabled nodes in stored order until the failing node. Chat
+A report follows the workflow's enabled nodes in stored order until the failing node, its
+runs one after another inside the execution's window (the last one, the failing run of a
+failed execution, starts before stoppedAt), observed when the execution was. Chat
 model nodes get one run per model call, carrying that call's usage row, so the history's
 token counts are the ones the execution's reference cost was computed from. Loop nodes run
 once per item; one in a while a batch is big enough (150 items) to pass the 128-runs bound,
@@ -42,7 +44,7 @@ _CLOUDFLARE_PAGE = (
 class Outcome:
     status: str  # the execution's status
     started: datetime
-    total_ms: int
+    total_ms: int  # stoppedAt - startedAt: the node runs fit in it
     observed: datetime
     old: bool  # collected by an older collector: fewer facts recorded
     big_batch: bool
@@ -118,7 +120,7 @@ def report(
     elif outcome.status in ("crashed", "canceled"):
         stop = rng.randrange(1, len(nodes)) if len(nodes) > 1 else 0
     pins = _pins(rng, nodes, outcome)
-    total_runs = sum(counts[: stop + 1]) or 1
+    durations = iter(_durations(rng, outcome.total_ms, sum(counts[: stop + 1])))
     clock = outcome.started
     error: tuple[str | None, str] | None = None
     out_nodes = []
@@ -127,7 +129,7 @@ def report(
             continue  # a model that was never called has no run
         runs = []
         for r in range(counts[i]):
-            ms = max(1, int(outcome.total_ms / total_runs * rng.uniform(0.3, 1.7)))
+            ms = next(durations)
             last = i == stop and r == counts[i] - 1
             run: Json = {
                 "id": f"{node['id']}:{r}",
@@ -172,6 +174,19 @@ def report(
             for n in nodes[stop + 1 : stop + 4]
         ]
     return _envelope(outcome, out_nodes, pins, failure_at, nodes, error, version_id, rng)
+
+
+def _durations(rng: random.Random, total_ms: int, runs: int) -> list[int]:
+    """Whole-millisecond durations of `runs` runs one after another that fit in the
+    execution's `total_ms` (stoppedAt - startedAt): their sum is at most `total_ms`, and the
+    last run (the failing one, if any) lasts at least 1 ms, so it starts before stoppedAt."""
+    if runs == 0:
+        return []
+    weights = [rng.uniform(0.3, 1.7) for _ in range(runs)]
+    share = max(total_ms - 1, 0) / sum(weights)
+    out = [int(w * share) for w in weights]
+    out[-1] += 1 if total_ms >= 1 else 0
+    return out
 
 
 def _pins(rng: random.Random, nodes: list[Json], outcome: Outcome) -> list[str]:

@@ -51,7 +51,11 @@ async def test_approve_prints_one_json_object_with_working_tokens(
     assert (code, err) == (0, "")
     assert out.count("\n") == 1
     body: dict[str, Any] = json.loads(out)
-    assert set(body) == {"approvalId", "accessToken", "refreshToken", "expiresIn"}
+    assert set(body) == {"approvalId", "clientId", "accessToken", "refreshToken", "expiresIn"}
+    client = await db_pool.fetchval(
+        "SELECT client_id FROM approvals WHERE id = $1", uuid.UUID(body["approvalId"])
+    )
+    assert body["clientId"] == client
     assert body["expiresIn"] == 300
     resp = await auth_app.client.get(
         "/mcp", headers={"Authorization": f"Bearer {body['accessToken']}"}
@@ -132,3 +136,74 @@ async def test_in_process_approve_refuses_like_the_command(
     assert issued.scope == "n8n:read workspaces:read"
     with pytest.raises(ApprovalRefused, match="at least one workspace"):
         await approve(db_pool, config, account=who.email, workspaces=[])
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--list", "--revoke", "ID", "--account", "EMAIL"], ("--list", "--revoke")),
+        (["--account", "EMAIL", "--workspace", "WS", "--client-name", "n", "--client-id", "c"],
+         ("--client-name", "--client-id")),
+        (["--list", "--account", "EMAIL", "--workspace", "WS"], ("--list", "--workspace")),
+        (["--list", "--account", "EMAIL", "--client-name", "n"], ("--list", "--client-name")),
+        (["--revoke", "ID", "--expires", "1d"], ("--revoke", "--expires")),
+        (["--revoke", "ID", "--scope", "n8n:read"], ("--revoke", "--scope")),
+        (["--revoke", "ID", "--account", "EMAIL"], ("--revoke", "--account")),
+        (["--account", "EMAIL"], ("--workspace",)),
+        (["--list"], ("--account",)),
+        (["--account", "EMAIL", "--workspace", "WS", "--scope", ""], ("--scope", "empty")),
+        (["--account", "EMAIL", "--workspace", "WS", "--client-name", " "], ("--client-name",)),
+    ],
+)  # fmt: skip
+async def test_conflicting_flags_exit_2_with_one_line_and_change_nothing(
+    config: Config, seed: SeedFn, db_pool: asyncpg.Pool, flags: list[str], named: tuple[str, ...]
+) -> None:
+    who = await seed(1)
+    issued = await approve(db_pool, config, account=who.email, workspaces=who.workspaces)
+    values = {"ID": str(issued.approval_id), "EMAIL": who.email, "WS": str(who.workspaces[0])}
+    code, out, err = await _cli(config, *(values.get(f, f) for f in flags))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("elova-mcp approve: "), err
+    assert all(flag in err for flag in named), err
+    assert "Traceback" not in err
+    state = await db_pool.fetch(
+        "SELECT id, revoked_at FROM approvals WHERE account_id = $1", who.account_id
+    )
+    assert [(r["id"], r["revoked_at"]) for r in state] == [(issued.approval_id, None)]
+
+
+async def test_list_names_workspaces_and_last_use(
+    config: Config, seed: SeedFn, auth_app: AuthApp, db_pool: asyncpg.Pool
+) -> None:
+    who = await seed(3)
+    chosen = who.workspaces[:2]
+    args = ["--account", who.email, "--client-name", "nightly report"]
+    code, out, _ = await _cli(config, *args, *(a for w in chosen for a in ("--workspace", str(w))))
+    assert code == 0
+    granted = json.loads(out)
+
+    code, listed, err = await _cli(config, "--list", "--account", who.email, key=False)
+    assert (code, err) == (0, "")
+    (row,) = json.loads(listed)["approvals"]
+    names = dict(await db_pool.fetch("SELECT id, name FROM workspaces WHERE id = ANY($1)", chosen))
+    assert row["approvalId"] == granted["approvalId"]
+    assert row["clientId"] == granted["clientId"] and row["clientName"] == "nightly report"
+    assert row["registration"] == "operator"
+    assert sorted(w["id"] for w in row["workspaces"]) == sorted(str(w) for w in chosen)
+    assert all(w["name"] == names[uuid.UUID(w["id"])] for w in row["workspaces"])
+    assert row["createdAt"].endswith("Z") and row["expiresAt"] > row["createdAt"]
+    assert row["lastUsedAt"] is None  # no refresh yet
+
+    # A refresh is a use: the newest refresh exchange is the approval's last use.
+    resp = await auth_app.client.post(
+        "/token",
+        data={
+            "grant_type": "refresh_token",
+            "client_id": granted["clientId"],
+            "refresh_token": granted["refreshToken"],
+        },
+    )
+    assert resp.status == 200, await resp.text()
+    code, listed, _ = await _cli(config, "--list", "--account", who.email, key=False)
+    (row,) = json.loads(listed)["approvals"]
+    assert row["lastUsedAt"] is not None and row["lastUsedAt"] >= row["createdAt"]

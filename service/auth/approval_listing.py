@@ -1,0 +1,67 @@
+"""An account's active approvals as someone reviewing them reads them (`approve --list`).
+
+Each approval: its client (id, name, how it registered), scopes, the workspaces it reads
+(names and ids), when it was created and last granted, when it expires, and when it was last
+used. "Last used" is the newest of the `LAST_USE` instants the database records; today
+that is a refresh token's exchange (access tokens are not stored, so a client that only
+calls tools with its first access token shows none). A table of recorded activity adds its
+own instant to `LAST_USE` and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from service.tools.shaping import format_instant
+
+# One SQL expression a source, each the newest instant it knows for approval `a` (or null).
+LAST_USE: tuple[str, ...] = (
+    "(SELECT max(r.used_at) FROM refresh_tokens r WHERE r.approval_id = a.id)",
+)
+
+_ACTIVE = f"""
+SELECT a.id, a.client_id, c.client_name, c.kind, a.scopes, a.created_at, a.updated_at,
+       a.expires_at, ws.ids AS workspace_ids, ws.names AS workspace_names,
+       GREATEST({", ".join(LAST_USE)}) AS last_used_at
+  FROM approvals a
+  JOIN oauth_clients c USING (client_id)
+ CROSS JOIN LATERAL (
+       SELECT coalesce(array_agg(w.id ORDER BY w.name, w.id), '{{}}') AS ids,
+              coalesce(array_agg(w.name ORDER BY w.name, w.id), '{{}}') AS names
+         FROM approval_workspaces aw JOIN workspaces w ON w.id = aw.workspace_id
+        WHERE aw.approval_id = a.id) ws
+ WHERE a.account_id = $1 AND a.revoked_at IS NULL AND a.expires_at > now()
+ ORDER BY a.updated_at DESC, a.id
+"""
+
+
+def _instant(value: Any) -> str | None:
+    return None if value is None else format_instant(value)
+
+
+async def list_active_approvals(
+    conn: asyncpg.Connection, account_id: uuid.UUID
+) -> list[dict[str, Any]]:
+    """The account's unrevoked, unexpired approvals, the most recently renewed first."""
+    rows = await conn.fetch(_ACTIVE, account_id)
+    return [
+        {
+            "approvalId": str(r["id"]),
+            "clientId": r["client_id"],
+            "clientName": r["client_name"],
+            "registration": r["kind"],  # operator (elova-mcp approve) or dynamic (RFC 7591)
+            "scope": " ".join(r["scopes"]),
+            "workspaces": [
+                {"id": str(i), "name": n}
+                for i, n in zip(r["workspace_ids"], r["workspace_names"], strict=True)
+            ],
+            "createdAt": _instant(r["created_at"]),
+            "approvedAt": _instant(r["updated_at"]),  # granted or last renewed
+            "expiresAt": _instant(r["expires_at"]),
+            "lastUsedAt": _instant(r["last_used_at"]),
+        }
+        for r in rows
+    ]
