@@ -86,6 +86,8 @@ def test_metadata_document_settings() -> None:
         Config.from_env(env(ELOVA_OAUTH_CIMD_ALLOW_PRIVATE="maybe"))
     with pytest.raises(ConfigError, match="ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS"):
         Config.from_env(env(ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS="100000"))
+
+
 @pytest.mark.parametrize(
     "variable",
     ["ELOVA_PORT", "ELOVA_HOST", "ELOVA_REDIS_URL", "ELOVA_PUBLIC_URL", "ELOVA_LOG_LEVEL",

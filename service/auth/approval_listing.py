@@ -2,10 +2,10 @@
 
 Each approval: its client (id, name, how it registered), scopes, the workspaces it reads
 (names and ids), when it was created and last granted, when it expires, and when it was last
-used. "Last used" is the newest of the `LAST_USE` instants the database records; today
-that is a refresh token's exchange (access tokens are not stored, so a client that only
-calls tools with its first access token shows none). A table of recorded activity adds its
-own instant to `LAST_USE` and nothing else changes.
+used, and its tool calls of the last 24 hours and 7 days. "Last used" is the newest of the
+`LAST_USE` instants the database records: a refresh token's exchange, or the newest tool call
+the replicas have flushed to `approval_activity` (service/auth/activity.py, flushed about
+once a second).
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from typing import Any
 
 import asyncpg
 
+from service.auth.activity import read_approval_activity
 from service.tools.shaping import format_instant
 
 # One SQL expression a source, each the newest instant it knows for approval `a` (or null).
 LAST_USE: tuple[str, ...] = (
     "(SELECT max(r.used_at) FROM refresh_tokens r WHERE r.approval_id = a.id)",
+    "(SELECT max(t.last_call_at) FROM approval_activity t WHERE t.approval_id = a.id)",
 )
 
 _ACTIVE = f"""
@@ -47,6 +49,7 @@ async def list_active_approvals(
 ) -> list[dict[str, Any]]:
     """The account's unrevoked, unexpired approvals, the most recently renewed first."""
     rows = await conn.fetch(_ACTIVE, account_id)
+    activity = await read_approval_activity(conn, [r["id"] for r in rows])
     return [
         {
             "approvalId": str(r["id"]),
@@ -62,6 +65,10 @@ async def list_active_approvals(
             "approvedAt": _instant(r["updated_at"]),  # granted or last renewed
             "expiresAt": _instant(r["expires_at"]),
             "lastUsedAt": _instant(r["last_used_at"]),
+            "calls": {
+                t.tool: {"last24h": t.last_day, "last7d": t.last_week}
+                for t in activity[r["id"]].tools
+            },
         }
         for r in rows
     ]

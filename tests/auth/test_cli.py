@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from service.auth.activity import ActivityRecorder
 from service.auth.approvals import ApprovalRefused
 from service.cli.approve import approve
 from service.config import Config
@@ -207,3 +208,23 @@ async def test_list_names_workspaces_and_last_use(
     code, listed, _ = await _cli(config, "--list", "--account", who.email, key=False)
     (row,) = json.loads(listed)["approvals"]
     assert row["lastUsedAt"] is not None and row["lastUsedAt"] >= row["createdAt"]
+
+
+async def test_list_shows_tool_calls_as_last_use_and_counts(
+    config: Config, seed: SeedFn, db_pool: asyncpg.Pool
+) -> None:
+    who = await seed(1)
+    args = ["--account", who.email, "--workspace", str(who.workspaces[0])]
+    code, out, _ = await _cli(config, *args)
+    assert code == 0
+    granted = json.loads(out)
+    # Two calls recorded by a replica and flushed, as the tool-call path does.
+    recorder = ActivityRecorder()
+    for _ in range(2):
+        recorder.record(uuid.UUID(granted["approvalId"]), "get_many_executions")
+    assert await recorder.flush(db_pool) == 1
+
+    code, listed, _ = await _cli(config, "--list", "--account", who.email, key=False)
+    (row,) = json.loads(listed)["approvals"]
+    assert row["lastUsedAt"] is not None and row["lastUsedAt"] >= row["createdAt"]
+    assert row["calls"] == {"get_many_executions": {"last24h": 2, "last7d": 2}}

@@ -38,9 +38,9 @@ from service.auth.oauth import (
     signin,
     token,
 )
-from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.cimd import metadata_clients_ctx
 from service.auth.oauth.cors import add_cors_routes, with_cors
+from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.pages import setup_pages
 
 

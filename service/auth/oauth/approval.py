@@ -182,6 +182,8 @@ class FieldRefused(ApprovalRefused):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
 def client_host(client: Client, redirect_uri: str) -> str:
     """The host name a person should recognise: the metadata document's host for a client
     known by its document (the one thing about it a third party cannot fake), else where the
