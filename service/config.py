@@ -59,6 +59,11 @@ class Config:
     access_token_ttl_seconds: int = 300
     drain_seconds: float = 5.0  # after SIGTERM: readiness fails, the listener serves on this long
     limits: Limits = field(default_factory=Limits)
+    # PostgreSQL engines (docs/decisions/engines.md). "transaction": both URLs may be a
+    # transaction-mode pooler (no named statements, settings per transaction). The read URL
+    # takes every tool call's reads of retained records; None: the primary serves them too.
+    database_pooler: str = "none"
+    database_read_url: str | None = None
 
     @property
     def mcp_resource(self) -> str:
@@ -118,6 +123,8 @@ class Config:
             access_token_ttl_seconds=_parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
             drain_seconds=_parse(env, "ELOVA_DRAIN_SECONDS", _non_negative_float, 5.0),
             limits=limits,
+            database_pooler=_parse(env, "ELOVA_DATABASE_POOLER", _pooler, "none"),
+            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
         )
 
 
@@ -226,6 +233,12 @@ def _origins(raw: str) -> tuple[str, ...]:
 def _db_url(raw: str) -> str:
     if urlsplit(raw).scheme not in ("postgres", "postgresql"):
         raise ValueError("expected a postgresql:// URL")
+    return raw
+
+
+def _pooler(raw: str) -> str:
+    if raw not in ("none", "transaction"):
+        raise ValueError("expected none or transaction")
     return raw
 
 

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from service.store.db import connect
+
 NO_SCHEMA = "the database has no schema yet; run `elova-mcp migrate`"
 
 
@@ -41,7 +43,7 @@ async def run_on_database(
     exception of a `refusals` type, prints its message as is."""
     refused: tuple[type[Exception], ...] = (Refused, *refusals)
     try:
-        conn = await asyncpg.connect(dsn)
+        conn = await connect(dsn)
     except (OSError, asyncpg.PostgresError) as err:
         return refuse(prog, f"cannot reach PostgreSQL: {err}")
     try:

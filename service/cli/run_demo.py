@@ -35,6 +35,7 @@ from service.demo.embedded import (
     ensure_signing_key,
     start_postgres,
 )
+from service.store.db import connect
 from service.store.loading import LoadError
 from service.store.migrate import MigrationError, migrate
 from service.store.snapshot import LoadReport, load_snapshot
@@ -116,7 +117,7 @@ def _check_port_free(cfg: Config) -> None:
 
 async def _prepare(cfg: Config, seed: int) -> Prepared:
     try:
-        conn = await asyncpg.connect(cfg.database_url)
+        conn = await connect(cfg.database_url)
     except (OSError, asyncpg.PostgresError) as err:
         raise _Failed(f"cannot reach PostgreSQL: {err}") from err
     try:
