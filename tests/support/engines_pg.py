@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -30,7 +31,7 @@ def _free_port() -> int:
         return port
 
 
-def _missing(what: str) -> None:
+def _missing(what: str) -> NoReturn:
     message = f"{what} is not installed (Debian: see .ci/debian-packages.txt)"
     if os.environ.get("CI"):
         pytest.fail(message)
