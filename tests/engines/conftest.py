@@ -8,7 +8,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.engines_pg import PgBouncer, PrivateCluster, start_pgbouncer, start_private_cluster
+from tests.support.engines_pg import (
+    PgBouncer,
+    PrivateCluster,
+    start_pgbouncer,
+    start_private_cluster,
+)
 from tests.support.services import TestDatabase
 
 

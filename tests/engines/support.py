@@ -4,6 +4,7 @@ the nine tools' calls on it, and one call over HTTP as a client sends it."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -67,8 +68,10 @@ def nine_calls(world: World) -> list[tuple[str, dict[str, Any]]]:
         ("get_execution_stats", {"workspaceId": ws, "period": "7d", "timeZone": "UTC"}),
         ("get_many_sync_jobs", {"workspaceId": ws, "instanceId": world.instance}),
         ("get_many_executions", {"workspaceId": ws, "limit": 5}),
-        ("get_many_executions", {"workspaceId": ws, "workflowId": world.workflow, "limit": 3,
-                                 "status": "error"}),  # fmt: skip
+        (
+            "get_many_executions",
+            {"workspaceId": ws, "workflowId": world.workflow, "limit": 3, "status": "error"},
+        ),  # fmt: skip
         ("get_execution", {"workspaceId": ws, "executionId": world.executions[0]}),
         ("get_many_workflows", {"workspaceId": ws}),
         ("get_workflow", {"workspaceId": ws, "workflowId": world.workflow}),
@@ -95,7 +98,8 @@ async def call(
 
 # Each process sends statements of its own shape; an answer of the other's shape (or of
 # another value) is a statement mixed up between them.
-_SHAPES = {
+_Shape = tuple[str, Callable[[int], tuple[Any, ...]], Callable[[int], dict[str, Any]]]
+_SHAPES: dict[int, _Shape] = {
     0: ("SELECT $1::int AS n, 'zero' AS who", lambda n: (n,), lambda n: {"n": n, "who": "zero"}),
     1: (
         "SELECT 'one' AS who, $1::text AS t, $2::int * 2 AS twice",
