@@ -121,8 +121,8 @@ async def test_reads_land_on_the_standby_and_writes_on_the_primary(
 
     # An execution loaded now is not visible until the standby replays it.
     snap = Snapshot()
-    late = snap.execution(world.instance, world.workflow, startedAt="2025-01-15T23:30:00Z",
-                          createdAt="2025-01-15T23:30:00Z", stoppedAt="2025-01-15T23:30:02Z")  # fmt: skip
+    at = "2025-01-15T23:30:00Z"
+    late = snap.execution(world.instance, world.workflow, startedAt=at, createdAt=at)
     async with primary.acquire() as conn:
         await load_snapshot(conn, snap.document())
     lookup = {"workspaceId": world.workspace, "executionId": late["id"]}
