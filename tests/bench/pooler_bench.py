@@ -1,0 +1,177 @@
+"""The pooler line of `make bench` (issue 12): `tools/call get_many_executions` throughput of
+one replica through PgBouncer in transaction mode (ELOVA_DATABASE_POOLER=transaction: no
+prepared statements, settings per transaction) next to the same replica on a direct
+connection, rounds alternating in one run; and the PostgreSQL round trips a call costs each
+way, counted by a loopback proxy between the service and its database (a round trip: the
+client sending again after the server answered)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import statistics
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from tests.bench import scale, scenarios
+from tests.bench.loadgen import Request, Result
+from tests.bench.servers import POOL_SIZE, job, load, python, running, service_env
+from tests.support.engines_pg import start_pgbouncer
+from tests.support.services import REDIS_URL, new_redis_prefix
+
+WARMUP_SECONDS = 1.0
+COUNTED_CALLS = 300
+
+
+def _via(dsn: str, port: int) -> str:
+    parts = urlsplit(dsn)
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
+
+
+@dataclass
+class _Counter:
+    """A loopback proxy in a thread of its own that counts round trips on every connection."""
+
+    target: tuple[str, int]
+    port: int = 0
+    round_trips: int = 0
+    _loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    _ready: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> _Counter:
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    async def _start(self) -> None:
+        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        answered = [True]  # the server spoke since the client last sent
+
+        async def pipe(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, from_client: bool
+        ) -> None:
+            with contextlib.suppress(OSError):
+                while data := await src.read(65536):
+                    if from_client and answered[0]:
+                        self.round_trips += 1
+                    answered[0] = not from_client
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+
+
+def _round_trips(env: dict[str, str], port: int, logs: Path, request: Request) -> float:
+    """Round trips to PostgreSQL (or the pooler) a call, over sequential calls."""
+    target = urlsplit(env["ELOVA_DATABASE_URL"])
+    with _Counter((target.hostname or "127.0.0.1", target.port or 5432)) as counter:
+        counted = {**env, "ELOVA_DATABASE_URL": _via(env["ELOVA_DATABASE_URL"], counter.port)}
+        with running("elova-round-trips", python("-m", "service", "serve"), port, counted, logs):
+            load(job(port, [request], warmup_seconds=0.5, duration_seconds=1.0))
+            before = counter.round_trips
+            done = load(job(port, [request], warmup_seconds=0.0, duration_seconds=60.0,
+                            max_requests=COUNTED_CALLS))  # fmt: skip
+            after = counter.round_trips
+    return (after - before) / max(done.completed + done.errors, 1)
+
+
+def section(
+    dsn: str,
+    env: dict[str, str],
+    port: int,
+    logs: Path,
+    access: scenarios.Access,
+    *,
+    concurrency: int,
+    duration: float,
+    rounds: int,
+) -> list[str]:
+    """The report's pooler section (Markdown lines)."""
+    upstream = urlsplit(dsn).port or 5432
+    bouncer = start_pgbouncer(upstream, pool_size=int(POOL_SIZE))
+    try:
+        database = urlsplit(dsn).path.lstrip("/")
+        ways = {
+            "direct (statements prepared once per connection)": env,
+            "PgBouncer 1.18, transaction mode, no prepared statements": {
+                **env,
+                "ELOVA_DATABASE_URL": bouncer.dsn(database),
+                "ELOVA_DATABASE_POOLER": "transaction",
+            },
+        }
+        request = scenarios.tool_call(
+            access.token(), "get_many_executions", {"workspaceId": str(access.workspace_id),
+                                                    "limit": scenarios.PAGE})  # fmt: skip
+        results: dict[str, list[Result]] = {label: [] for label in ways}
+        for _ in range(rounds):
+            for label, way in ways.items():
+                with running("elova-pooler-bench", python("-m", "service", "serve"), port,
+                             way, logs):  # fmt: skip
+                    results[label].append(load(job(
+                        port, [request], concurrency=concurrency, warmup_seconds=WARMUP_SECONDS,
+                        duration_seconds=duration, expect='"isError":false')))  # fmt: skip
+        trips = {label: _round_trips(way, port, logs, request) for label, way in ways.items()}
+    finally:
+        bouncer.stop()
+    return _report(results, trips, concurrency, duration, rounds)
+
+
+def _report(
+    results: dict[str, list[Result]],
+    trips: dict[str, float],
+    concurrency: int,
+    duration: float,
+    rounds: int,
+) -> list[str]:
+    direct = statistics.median(r.rps for r in next(iter(results.values())))
+    lines = [
+        f"## Through a transaction-mode pooler: `get_many_executions` (50 rows), {concurrency} "
+        f"concurrent connections, {duration:.0f} s, {rounds} alternating round(s)",
+        "",
+        "| PostgreSQL connection | req/s (median; rounds) | p50 ms | p99 ms | errors "
+        "| ÷ direct | round trips a call |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, runs in results.items():
+        middle = sorted(runs, key=lambda r: r.rps)[(len(runs) - 1) // 2]
+        each = ", ".join(f"{r.rps:.0f}" for r in runs)
+        lines.append(
+            f"| {label} | {middle.rps:.0f} ({each}) | {middle.p50_ms:.1f} | {middle.p99_ms:.1f} "
+            f"| {sum(r.errors for r in runs)} | {middle.rps / direct:.2f} | {trips[label]:.1f} |"
+        )
+    pooled = statistics.median(r.rps for r in list(results.values())[1])
+    met = "met" if pooled >= 0.75 * direct else "**missed**"
+    lines += [
+        "",
+        f"- Through the pooler: **{100 * pooled / direct:.0f}%** of direct (target ≥ 75%: "
+        f"{met}). Round trips counted by a proxy over {COUNTED_CALLS} sequential calls.",
+    ]
+    return lines
+
+
+def main(settings: scale.Settings) -> str:
+    """The section on the benchmark's data set, its approval made anew."""
+    data, cfg, access = asyncio.run(scale._prepare(settings))  # the scale run's own setup
+    logs = Path(tempfile.mkdtemp(prefix="elova-bench-pooler-"))
+    env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
+    try:
+        lines = section(
+            data.dsn, env, cfg.port, logs, access,
+            concurrency=settings.concurrency, duration=settings.duration, rounds=settings.rounds,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+    return "\n".join(lines) + "\n"
