@@ -63,6 +63,9 @@ class Config:
     # transaction-mode pooler (no named statements, settings per transaction). The read URL
     # takes every tool call's reads of retained records; None: the primary serves them too.
     database_pooler: str = "none"
+    # Through a pooler, who applies statement_timeout and jit: "per_transaction" (SET LOCAL on
+    # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
+    database_pooler_settings: str = "per_transaction"
     database_read_url: str | None = None
 
     @property
@@ -124,6 +127,9 @@ class Config:
             drain_seconds=_parse(env, "ELOVA_DRAIN_SECONDS", _non_negative_float, 5.0),
             limits=limits,
             database_pooler=_parse(env, "ELOVA_DATABASE_POOLER", _pooler, "none"),
+            database_pooler_settings=_parse(
+                env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
+            ),
             database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
         )
 
@@ -239,6 +245,12 @@ def _db_url(raw: str) -> str:
 def _pooler(raw: str) -> str:
     if raw not in ("none", "transaction"):
         raise ValueError("expected none or transaction")
+    return raw
+
+
+def _pooler_settings(raw: str) -> str:
+    if raw not in ("per_transaction", "server"):
+        raise ValueError("expected per_transaction or server")
     return raw
 
 

@@ -16,6 +16,7 @@ parameters: PgBouncer tracks both and sets them on whichever server connection i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,7 +26,10 @@ from aiohttp import web
 from service.config import Config
 from service.keys import CONFIG, DB_POOL, DB_READ_POOL
 
+log = logging.getLogger(__name__)
+
 TRANSACTION = "transaction"
+SERVER = "server"  # ELOVA_DATABASE_POOLER_SETTINGS: the role or database holds the settings
 
 
 async def reset_when_needed(conn: asyncpg.Connection) -> None:
@@ -47,40 +51,45 @@ def statement_timeout_ms(cfg: Config) -> int:
 
 
 class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
-    """A connection through a transaction-mode pooler: every statement runs in a
-    transaction that starts with the service's settings (SET LOCAL, same round trip)."""
+    """A connection through a transaction-mode pooler. With `settings_sql`, every statement
+    runs in a transaction that starts with the service's settings (SET LOCAL, in the BEGIN's
+    round trip); without (the settings are the role's or database's own), statements run
+    as they come. Statements are unnamed either way."""
 
     settings_sql = ""  # "SET LOCAL …; SET LOCAL …", set on a subclass per pool
 
+    def _own_transaction(self) -> bool:
+        return bool(self.settings_sql) and not self.is_in_transaction()
+
     async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
-        if not args and query.startswith("BEGIN") and not self.is_in_transaction():
+        if not args and query.startswith("BEGIN") and self._own_transaction():
             # asyncpg's Transaction.start: the settings ride on its BEGIN.
             return str(await super().execute(f"{query.rstrip(';')}; {self.settings_sql}"))
-        if self.is_in_transaction():
+        if not self._own_transaction():
             return str(await super().execute(query, *args, timeout=timeout))
         async with self.transaction():
             return str(await super().execute(query, *args, timeout=timeout))
 
     async def executemany(self, command: str, args: Any, *, timeout: float | None = None) -> None:
-        if self.is_in_transaction():
+        if not self._own_transaction():
             return await super().executemany(command, args, timeout=timeout)  # type: ignore[no-any-return]
         async with self.transaction():
             return await super().executemany(command, args, timeout=timeout)  # type: ignore[no-any-return]
 
     async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[asyncpg.Record]:
-        if self.is_in_transaction():
+        if not self._own_transaction():
             return await super().fetch(query, *args, **kwargs)  # type: ignore[no-any-return]
         async with self.transaction():
             return await super().fetch(query, *args, **kwargs)  # type: ignore[no-any-return]
 
     async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> asyncpg.Record | None:
-        if self.is_in_transaction():
+        if not self._own_transaction():
             return await super().fetchrow(query, *args, **kwargs)
         async with self.transaction():
             return await super().fetchrow(query, *args, **kwargs)
 
     async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
-        if self.is_in_transaction():
+        if not self._own_transaction():
             return await super().fetchval(query, *args, **kwargs)
         async with self.transaction():
             return await super().fetchval(query, *args, **kwargs)
@@ -109,6 +118,8 @@ def connect_options(cfg: Config, application_name: str = "elova-mcp") -> dict[st
         }
     timeout = statement_timeout_ms(cfg)
     per_transaction = f"SET LOCAL statement_timeout = {timeout}; SET LOCAL jit = off"
+    if cfg.database_pooler_settings == SERVER:
+        per_transaction = ""  # the role's or database's own: checked at start
     return {
         "server_settings": settings,
         "statement_cache_size": 0,
@@ -143,6 +154,30 @@ async def connect(dsn: str) -> asyncpg.Connection:
     return await asyncpg.connect(dsn, statement_cache_size=0)
 
 
+async def check_server_settings(cfg: Config, pool: asyncpg.Pool, which: str) -> bool:
+    """With ELOVA_DATABASE_POOLER_SETTINGS=server: warn at start when the server does not
+    hold what the service would otherwise set (a statement timeout backing the deadline,
+    JIT off). The service still starts: the deadline's cancel still stops the work."""
+    row = await pool.fetchrow(_SERVER_SETTINGS)
+    assert row is not None
+    timeout, jit = int(row[0]), row[1]
+    wanted = statement_timeout_ms(cfg)
+    ok = 0 < timeout <= 2 * wanted and jit == "off"
+    if not ok:
+        log.warning(
+            "ELOVA_DATABASE_POOLER_SETTINGS=server but the %s database has statement_timeout="
+            "%dms and jit=%s; set them on the service's role: ALTER ROLE … SET "
+            "statement_timeout = %d, SET jit = off",
+            which, timeout, jit, wanted,
+        )  # fmt: skip
+    return ok
+
+
+_SERVER_SETTINGS = (  # pg_settings gives statement_timeout in milliseconds
+    "SELECT setting::int, current_setting('jit') FROM pg_settings WHERE name = 'statement_timeout'"
+)
+
+
 async def pool_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
     pool = await create_pool(cfg)
@@ -157,6 +192,10 @@ async def pool_ctx(app: web.Application) -> AsyncIterator[None]:
             await pool.close()
             raise
     app[DB_READ_POOL] = reads
+    if cfg.database_pooler == TRANSACTION and cfg.database_pooler_settings == SERVER:
+        await check_server_settings(cfg, pool, "primary")
+        if reads is not pool:
+            await check_server_settings(cfg, reads, "read")
     yield
     if reads is not pool:
         await reads.close()

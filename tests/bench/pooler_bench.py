@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -19,7 +20,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from tests.bench import scale, scenarios
 from tests.bench.loadgen import Request, Result
-from tests.bench.servers import POOL_SIZE, job, load, python, running, service_env
+from tests.bench.servers import (
+    POOL_SIZE,
+    CpuAccount,
+    job,
+    load,
+    python,
+    running,
+    service_env,
+)
 from tests.support.engines_pg import start_pgbouncer
 from tests.support.services import REDIS_URL, new_redis_prefix
 
@@ -101,36 +110,68 @@ def section(
 ) -> list[str]:
     """The report's pooler section (Markdown lines)."""
     upstream = urlsplit(dsn).port or 5432
-    bouncer = start_pgbouncer(upstream, pool_size=int(POOL_SIZE))
+    database = urlsplit(dsn).path.lstrip("/")
+    # The "server" variant's settings come from PgBouncer's connect_query (on each new server
+    # connection) — as ALTER ROLE … SET would — leaving the shared database as it is.
+    timeout = int(env.get("ELOVA_REQUEST_DEADLINE_SECONDS", "30")) * 1000 + 1000
+    settled = f"{database}_settled"
+    connect_query = f"SET statement_timeout = {timeout}; SET jit = off"
+    aliases = {settled: f"dbname={database} connect_query='{connect_query}'"}
+    bouncer = start_pgbouncer(upstream, pool_size=int(POOL_SIZE), aliases=aliases)
     try:
-        database = urlsplit(dsn).path.lstrip("/")
+        pooled = {**env, "ELOVA_DATABASE_URL": bouncer.dsn(database),
+                  "ELOVA_DATABASE_POOLER": "transaction"}  # fmt: skip
         ways = {
             "direct (statements prepared once per connection)": env,
-            "PgBouncer 1.18, transaction mode, no prepared statements": {
-                **env,
-                "ELOVA_DATABASE_URL": bouncer.dsn(database),
-                "ELOVA_DATABASE_POOLER": "transaction",
+            "PgBouncer 1.18, transaction mode, no prepared statements, settings SET LOCAL "
+            "per transaction (ELOVA_DATABASE_POOLER_SETTINGS=per_transaction)": pooled,
+            "same, settings on the server side (ELOVA_DATABASE_POOLER_SETTINGS=server)": {
+                **pooled,
+                "ELOVA_DATABASE_URL": bouncer.dsn(settled),
+                "ELOVA_DATABASE_POOLER_SETTINGS": "server",
             },
         }
         request = scenarios.tool_call(
             access.token(), "get_many_executions", {"workspaceId": str(access.workspace_id),
                                                     "limit": scenarios.PAGE})  # fmt: skip
         results: dict[str, list[Result]] = {label: [] for label in ways}
+        cpu: dict[str, list[dict[str, float]]] = {label: [] for label in ways}
         for _ in range(rounds):
             for label, way in ways.items():
                 with running("elova-pooler-bench", python("-m", "service", "serve"), port,
-                             way, logs):  # fmt: skip
-                    results[label].append(load(job(
-                        port, [request], concurrency=concurrency, warmup_seconds=WARMUP_SECONDS,
-                        duration_seconds=duration, expect='"isError":false')))  # fmt: skip
+                             way, logs) as server:  # fmt: skip
+                    bouncer_before = _bouncer_cpu()
+                    with CpuAccount(server.pid) as account:
+                        result = load(job(
+                            port, [request], concurrency=concurrency,
+                            warmup_seconds=WARMUP_SECONDS, duration_seconds=duration,
+                            expect='"isError":false'))  # fmt: skip
+                    calls = result.rps * (duration + WARMUP_SECONDS)
+                    per_call = account.per_call_ms(calls)
+                    per_call["pgbouncer"] = 1000 * (_bouncer_cpu() - bouncer_before) / calls
+                    results[label].append(result)
+                    cpu[label].append(per_call)
         trips = {label: _round_trips(way, port, logs, request) for label, way in ways.items()}
     finally:
         bouncer.stop()
-    return _report(results, trips, concurrency, duration, rounds)
+    return _report(results, cpu, trips, concurrency, duration, rounds)
+
+
+def _bouncer_cpu() -> float:
+    """CPU seconds (user + system) used so far by every running pgbouncer process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "pgbouncer":
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def _report(
     results: dict[str, list[Result]],
+    cpu: dict[str, list[dict[str, float]]],
     trips: dict[str, float],
     concurrency: int,
     duration: float,
@@ -142,22 +183,27 @@ def _report(
         f"concurrent connections, {duration:.0f} s, {rounds} alternating round(s)",
         "",
         "| PostgreSQL connection | req/s (median; rounds) | p50 ms | p99 ms | errors "
-        "| ÷ direct | round trips a call |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| ÷ direct | round trips a call | CPU a call: server / PostgreSQL / PgBouncer, ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for label, runs in results.items():
-        middle = sorted(runs, key=lambda r: r.rps)[(len(runs) - 1) // 2]
+        order = sorted(range(len(runs)), key=lambda i: runs[i].rps)
+        middle, used = runs[order[(len(runs) - 1) // 2]], cpu[label][order[(len(runs) - 1) // 2]]
         each = ", ".join(f"{r.rps:.0f}" for r in runs)
+        spent = " / ".join(f"{used.get(g, 0.0):.2f}" for g in ("server", "postgres", "pgbouncer"))
         lines.append(
             f"| {label} | {middle.rps:.0f} ({each}) | {middle.p50_ms:.1f} | {middle.p99_ms:.1f} "
-            f"| {sum(r.errors for r in runs)} | {middle.rps / direct:.2f} | {trips[label]:.1f} |"
+            f"| {sum(r.errors for r in runs)} | {middle.rps / direct:.2f} | {trips[label]:.1f} "
+            f"| {spent} |"
         )
-    pooled = statistics.median(r.rps for r in list(results.values())[1])
-    met = "met" if pooled >= 0.75 * direct else "**missed**"
+    shares = [statistics.median(r.rps for r in runs) / direct for runs in results.values()]
+    verdict = ", ".join(
+        f"{100 * share:.0f}% ({'met' if share >= 0.75 else '**missed**'})" for share in shares[1:]
+    )
     lines += [
         "",
-        f"- Through the pooler: **{100 * pooled / direct:.0f}%** of direct (target ≥ 75%: "
-        f"{met}). Round trips counted by a proxy over {COUNTED_CALLS} sequential calls.",
+        f"- Through the pooler, per transaction / server-side settings: {verdict} of direct "
+        f"(target ≥ 75%). Round trips counted by a proxy over {COUNTED_CALLS} sequential calls.",
     ]
     return lines
 

@@ -16,10 +16,16 @@ from tests.support.engines_pg import (
 )
 from tests.support.services import TestDatabase
 
+# What an operator sets on the role (ALTER ROLE … SET) for ELOVA_DATABASE_POOLER_SETTINGS=
+# server, here set by PgBouncer on each server connection of the database alias SETTLED.
+SETTLED = "elova_settled"
+SETTLED_QUERY = "SET statement_timeout = 31000; SET jit = off"
+
 
 @pytest.fixture(scope="session")
 def pgbouncer(test_database: TestDatabase) -> Iterator[PgBouncer]:
-    bouncer = start_pgbouncer(urlsplit(test_database.admin_dsn).port or 5432)
+    aliases = {SETTLED: f"dbname={test_database.name} connect_query='{SETTLED_QUERY}'"}
+    bouncer = start_pgbouncer(urlsplit(test_database.admin_dsn).port or 5432, aliases=aliases)
     yield bouncer
     bouncer.stop()
 

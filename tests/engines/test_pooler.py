@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import asyncpg
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
@@ -20,6 +21,7 @@ from service.app import create_app
 from service.config import Config
 from service.keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
 from service.tools import execution_scope
+from tests.engines.conftest import SETTLED
 from tests.engines.support import NOW, call, hammer, nine_calls, seed_world, token_for
 from tests.support.engines_pg import PgBouncer
 from tests.support.services import TestDatabase
@@ -44,14 +46,19 @@ def _through(bouncer: PgBouncer, db: TestDatabase, **env: Any) -> dict[str, Any]
     return {"DATABASE_URL": bouncer.dsn(db.name), "DATABASE_POOLER": "transaction", **env}
 
 
+@pytest.mark.parametrize("settings", ["per_transaction", "server"])
 async def test_the_nine_tools_answer_through_the_pooler_as_they_do_directly(
     aiohttp_client: ClientFactory,
     make_config: Callable[..., Config],
     pgbouncer: PgBouncer,
     test_database: TestDatabase,
+    settings: str,
 ) -> None:
     direct = await _start(aiohttp_client, make_config)
-    pooled = await _start(aiohttp_client, make_config, **_through(pgbouncer, test_database))
+    env = _through(pgbouncer, test_database, DATABASE_POOLER_SETTINGS=settings)
+    if settings == "server":
+        env["DATABASE_URL"] = pgbouncer.dsn(SETTLED)
+    pooled = await _start(aiohttp_client, make_config, **env)
     assert pooled.app[DB_READ_POOL] is pooled.app[DB_POOL]  # no read URL: one pool
     world = await seed_world(direct.app[DB_POOL])
     token, _ = await token_for(direct.app[DB_POOL], direct.app[TOKENS], world)
@@ -97,6 +104,31 @@ async def test_settings_ride_on_each_transaction_and_none_on_the_session(
             await plain.close()
     finally:
         await pool.close()
+
+
+async def test_server_side_settings_are_checked_at_start(
+    make_config: Callable[..., Config],
+    pgbouncer: PgBouncer,
+    test_database: TestDatabase,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ELOVA_DATABASE_POOLER_SETTINGS=server: no SET LOCAL, no transaction of the service's
+    own around a statement; a server without the settings is named in a warning."""
+    from service.store.db import check_server_settings, create_pool
+
+    for url, held in ((pgbouncer.dsn(SETTLED), True), (pgbouncer.dsn(test_database.name), False)):
+        cfg = make_config(**_through(pgbouncer, test_database, DATABASE_URL=url,
+                                     DATABASE_POOLER_SETTINGS="server"))  # fmt: skip
+        pool = await create_pool(cfg, min_size=1)
+        try:
+            caplog.clear()
+            assert await check_server_settings(cfg, pool, "primary") is held
+            assert ("statement_timeout" in caplog.text) is not held
+            # No SET LOCAL: a statement sees the server's own settings.
+            seen = await pool.fetchval("SELECT current_setting('statement_timeout')")
+            assert seen == ("31s" if held else "0")
+        finally:
+            await pool.close()
 
 
 async def test_the_deadline_cancels_a_query_stuck_behind_a_lock_through_the_pooler(

@@ -86,20 +86,27 @@ class PgBouncer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_pgbouncer(upstream_port: int, *, pool_size: int = 4) -> PgBouncer:
+def start_pgbouncer(
+    upstream_port: int, *, pool_size: int = 4, aliases: dict[str, str] | None = None
+) -> PgBouncer:
     """`pool_size` server connections per database and user: small, so that clients share
-    them (and would see each other's statements if anything outlived a transaction)."""
+    them (and would see each other's statements if anything outlived a transaction).
+    `aliases`: more database names, each with its options (e.g. `dbname=… connect_query=…`)."""
     binary = shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
     if not binary:
         _missing("pgbouncer")
     folder = _engine_dir("elova-pgbouncer-")
     port = _free_port()
     (folder / "userlist.txt").write_text('"postgres" ""\n')
+    extra = "".join(
+        f"{name} = host=127.0.0.1 port={upstream_port} {options}\n"
+        for name, options in (aliases or {}).items()
+    )
     # No ignore_startup_parameters: the service must not send one PgBouncer refuses.
     (folder / "pgbouncer.ini").write_text(
         f"""[databases]
 * = host=127.0.0.1 port={upstream_port}
-
+{extra}
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {port}
