@@ -19,6 +19,7 @@ from service.keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
 from service.store.migrate import migrate
 from service.store.snapshot import load_snapshot
 from tests.engines.support import NOW, call, nine_calls, seed_world, token_for
+from tests.ops.proxy import TcpProxy
 from tests.support.engines_pg import PgBouncer, PrivateCluster, start_pgbouncer
 from tests.support.snapshots import Snapshot
 
@@ -155,3 +156,31 @@ async def test_revocation_takes_effect_on_the_next_call_while_replay_is_paused(
     for rid, (tool, arguments) in enumerate(calls):
         status, answer = await call(app, token, tool, arguments, rid)
         assert status == 401, (tool, status, answer)
+
+
+async def test_readiness_follows_the_read_replica_too(
+    aiohttp_client: ClientFactory,
+    make_config: Callable[..., Config],
+    private_cluster: PrivateCluster,
+    replica_database: str,
+) -> None:
+    """Tool calls need the standby: /readyz says so when it is gone, and again when back."""
+    proxy = await TcpProxy("127.0.0.1", private_cluster.standby_port).start()
+    try:
+        cfg = make_config(
+            DATABASE_URL=private_cluster.primary_dsn(replica_database),
+            DATABASE_READ_URL=f"postgresql://postgres@127.0.0.1:{proxy.port}/{replica_database}",
+        )
+        client = await aiohttp_client(create_app(cfg))
+        assert (await client.get("/readyz")).status == 200
+        await proxy.cut()
+        resp = await client.get("/readyz")
+        assert resp.status == 503 and (await resp.json())["postgresql"] == "unavailable"
+        await proxy.restore()
+        for _ in range(50):  # the pool replaces the dropped connections
+            if (await client.get("/readyz")).status == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert (await client.get("/readyz")).status == 200
+    finally:
+        await proxy.cut()
