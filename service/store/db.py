@@ -57,6 +57,7 @@ class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
     as they come. Statements are unnamed either way."""
 
     settings_sql = ""  # "SET LOCAL …; SET LOCAL …", set on a subclass per pool
+    through_pooler = True  # service.store.plans: hot statements as server-side functions
 
     def _own_transaction(self) -> bool:
         return bool(self.settings_sql) and not self.is_in_transaction()

@@ -71,6 +71,13 @@ async def test_the_nine_tools_answer_through_the_pooler_as_they_do_directly(
         assert "isError" not in through_pooler, (tool, through_pooler)
         _, directly = await call(direct, token, tool, arguments, rid)
         assert _comparable(through_pooler) == _comparable(directly), tool
+    # The first pages were served by server-side functions (plans kept through the pooler).
+    made = [sql for sql in execution_scope._COMBINED.values() if "elova_plan_" in sql]
+    assert len(made) == 2, execution_scope._COMBINED
+    functions = await direct.app[DB_POOL].fetchval(
+        "SELECT count(*) FROM pg_proc WHERE proname LIKE 'elova_plan_%'"
+    )
+    assert functions >= 2
     # The next page, from either app's cursor, is the same page.
     _, first = await call(pooled, token, "get_many_executions", calls[5][1])
     assert first["nextCursor"]
@@ -202,3 +209,21 @@ async def test_named_statements_would_mix_behind_the_same_pooler(
     statements) fail or answer wrongly on the same setup."""
     results = await _two_processes(pgbouncer.dsn(test_database.name), False, 200)
     assert sum(wrong + len(errors) for _, wrong, errors in results) > 0, results
+
+
+async def test_a_statement_that_cannot_become_a_function_stays_as_it_is(
+    test_database: TestDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    from service.store import plans
+
+    sql = "SELECT 1 AS one, $1::int AS two -- read-only"
+    conn = await asyncpg.connect(test_database.dsn, statement_cache_size=0)
+    try:
+        async with conn.transaction(readonly=True):  # as on a standby
+            assert await plans.as_function(conn, sql) is None
+        assert "cannot create its function (ReadOnlySQLTransactionError)" in caplog.text
+        assert await plans.as_function(conn, sql) is None  # remembered: not tried again
+        made = await plans.as_function(conn, "SELECT 2 AS one, $1::int AS two")
+        assert made is not None and tuple(await conn.fetchrow(made, 5) or ()) == (2, 5)
+    finally:
+        await conn.close()
