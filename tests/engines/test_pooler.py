@@ -138,17 +138,22 @@ async def test_server_side_settings_are_checked_at_start(
             await pool.close()
 
 
+@pytest.mark.parametrize("settings", ["per_transaction", "server"])
 async def test_the_deadline_cancels_a_query_stuck_behind_a_lock_through_the_pooler(
     aiohttp_client: ClientFactory,
     make_config: Callable[..., Config],
     pgbouncer: PgBouncer,
     test_database: TestDatabase,
+    settings: str,
 ) -> None:
-    pooled = await _start(
-        aiohttp_client,
-        make_config,
-        **_through(pgbouncer, test_database, REQUEST_DEADLINE_SECONDS="1"),
+    """Either way the cancel request stops the work at the deadline (with `server`, the
+    role's 31 s statement timeout would be far too late)."""
+    env = _through(
+        pgbouncer, test_database, REQUEST_DEADLINE_SECONDS="1", DATABASE_POOLER_SETTINGS=settings
     )
+    if settings == "server":
+        env["DATABASE_URL"] = pgbouncer.dsn(SETTLED)
+    pooled = await _start(aiohttp_client, make_config, **env)
     world = await seed_world(pooled.app[DB_POOL], executions=3)
     token, _ = await token_for(pooled.app[DB_POOL], pooled.app[TOKENS], world)
     locker = await asyncpg.connect(test_database.dsn)
