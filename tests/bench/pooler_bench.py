@@ -29,7 +29,7 @@ from tests.bench.servers import (
     running,
     service_env,
 )
-from tests.support.engines_pg import start_pgbouncer
+from tests.support.engines_pg import pgbouncer_version, start_pgbouncer
 from tests.support.services import REDIS_URL, new_redis_prefix
 
 WARMUP_SECONDS = 1.0
@@ -123,7 +123,7 @@ def section(
                   "ELOVA_DATABASE_POOLER": "transaction"}  # fmt: skip
         ways = {
             "direct (statements prepared once per connection)": env,
-            "PgBouncer 1.18, transaction mode, no prepared statements, settings SET LOCAL "
+            f"{pgbouncer_version()}, transaction mode, no prepared statements, settings SET LOCAL "
             "per transaction (ELOVA_DATABASE_POOLER_SETTINGS=per_transaction)": pooled,
             "same, settings on the server side (ELOVA_DATABASE_POOLER_SETTINGS=server)": {
                 **pooled,
@@ -210,6 +210,8 @@ def _report(
 
 def main(settings: scale.Settings) -> str:
     """The section on the benchmark's data set, its approval made anew."""
+    if shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin") is None:
+        return "## Through a transaction-mode pooler: skipped (pgbouncer is not installed)\n"
     data, cfg, access = asyncio.run(scale._prepare(settings))  # the scale run's own setup
     logs = Path(tempfile.mkdtemp(prefix="elova-bench-pooler-"))
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)

@@ -86,15 +86,26 @@ class PgBouncer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _pgbouncer_binary() -> str:
+    binary = shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+    if not binary:
+        _missing("pgbouncer")
+    return binary
+
+
+def pgbouncer_version() -> str:
+    """E.g. "PgBouncer 1.18.0" (the first line of `pgbouncer --version`)."""
+    done = subprocess.run([_pgbouncer_binary(), "--version"], capture_output=True, text=True)
+    return done.stdout.splitlines()[0].strip() if done.stdout else "PgBouncer"
+
+
 def start_pgbouncer(
     upstream_port: int, *, pool_size: int = 4, aliases: dict[str, str] | None = None
 ) -> PgBouncer:
     """`pool_size` server connections per database and user: small, so that clients share
     them (and would see each other's statements if anything outlived a transaction).
     `aliases`: more database names, each with its options (e.g. `dbname=… connect_query=…`)."""
-    binary = shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
-    if not binary:
-        _missing("pgbouncer")
+    binary = _pgbouncer_binary()
     folder = _engine_dir("elova-pgbouncer-")
     port = _free_port()
     (folder / "userlist.txt").write_text('"postgres" ""\n')
