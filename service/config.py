@@ -64,6 +64,14 @@ class Config:
     oauth_cimd_allow_private: bool = False
     oauth_cimd_cache_max_seconds: int = 300
     limits: Limits = field(default_factory=Limits)
+    # PostgreSQL engines (docs/decisions/engines.md). "transaction": both URLs may be a
+    # transaction-mode pooler (no named statements, settings per transaction). The read URL
+    # takes every tool call's reads of retained records; None: the primary serves them too.
+    database_pooler: str = "none"
+    # Through a pooler, who applies statement_timeout and jit: "per_transaction" (SET LOCAL on
+    # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
+    database_pooler_settings: str = "per_transaction"
+    database_read_url: str | None = None
 
     @property
     def mcp_resource(self) -> str:
@@ -127,6 +135,11 @@ class Config:
                 env, "ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS", _cimd_cache_seconds, 300
             ),
             limits=limits,
+            database_pooler=_parse(env, "ELOVA_DATABASE_POOLER", _pooler, "none"),
+            database_pooler_settings=_parse(
+                env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
+            ),
+            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
         )
 
 
@@ -268,6 +281,18 @@ def _db_url(raw: str) -> str:
     if parts.scheme not in ("postgres", "postgresql"):
         raise ValueError("expected a URL such as postgresql://user:password@host:5432/elova")
     parts.port  # noqa: B018 - raises ValueError for a port out of range
+    return raw
+
+
+def _pooler(raw: str) -> str:
+    if raw not in ("none", "transaction"):
+        raise ValueError("expected none or transaction")
+    return raw
+
+
+def _pooler_settings(raw: str) -> str:
+    if raw not in ("per_transaction", "server"):
+        raise ValueError("expected per_transaction or server")
     return raw
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from service.config import Config
-from service.keys import DB_POOL, METRICS, REDIS
+from service.keys import DB_POOL, DB_READ_POOL, METRICS, REDIS
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,11 @@ async def _check_postgresql(app: web.Application) -> str:
     if pool is None:
         return "unavailable"
     answered = await _probe("PostgreSQL", lambda: pool.fetchval("SELECT 1"), app[METRICS].db_call)
+    reads = app.get(DB_READ_POOL)
+    if answered and reads is not None and reads is not pool:  # the read replica serves tools
+        answered = await _probe(
+            "PostgreSQL read replica", lambda: reads.fetchval("SELECT 1"), app[METRICS].db_call
+        )
     return "ok" if answered else "unavailable"
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 CONFIG: web.AppKey[Config] = web.AppKey("config")
 DB_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_pool")
+# Tool calls' reads of retained records: the read replica's pool, or DB_POOL itself.
+DB_READ_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_read_pool")
 REDIS: web.AppKey[aioredis.Redis | None] = web.AppKey("redis")
 CATALOG: web.AppKey[Catalog] = web.AppKey("catalog")
 TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")

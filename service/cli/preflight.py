@@ -71,7 +71,10 @@ async def connect_postgresql(dsn: str, setting: str = "ELOVA_DATABASE_URL") -> a
     """A connection, or the StartupFailure that says why there is none; `setting` is where
     the URL came from."""
     try:
-        conn: asyncpg.Connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+        # No statement cache: safe through a transaction-mode pooler (service/store/db.py).
+        conn: asyncpg.Connection = await asyncpg.connect(
+            dsn, timeout=CONNECT_TIMEOUT_SECONDS, statement_cache_size=0
+        )
     except (
         OSError,
         ValueError,

@@ -36,6 +36,7 @@ from service.demo.bulk import (
     execution_rows,
     workflow_row,
 )
+from service.store.db import connect
 from service.store.load_executions import refresh_workflow_summaries
 from service.store.load_inventory import load_accounts, load_instances, load_workspaces
 from service.store.rollups import rebuild_rollups
@@ -73,7 +74,7 @@ async def write_plan(
     """Write every record of the plan; BulkRefused when they exist and `replace` is false."""
     started = time.monotonic()
     world = build_world(plan)
-    conn = await asyncpg.connect(dsn)
+    conn = await connect(dsn)
     try:
         await _prepare(conn, world, replace)
         async with conn.transaction():
@@ -192,14 +193,16 @@ async def _copy_parallel(
             )
         _say(log, started, "executions copied; rebuilding keys and indexes")
     finally:
-        await conn.execute("SET maintenance_work_mem = '512MB'")
-        # Keys first (primary before foreign), then the other indexes, as they were.
-        for c in sorted(constraints, key=lambda c: c["contype"] != "p"):
-            await conn.execute(
-                f'ALTER TABLE executions ADD CONSTRAINT "{c["conname"]}" {c["definition"]}'
-            )
-        for i in indexes:
-            await conn.execute(i["indexdef"])
+        # In one transaction, its settings SET LOCAL: nothing is left on a pooler's session.
+        async with conn.transaction():
+            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            # Keys first (primary before foreign), then the other indexes, as they were.
+            for c in sorted(constraints, key=lambda c: c["contype"] != "p"):
+                await conn.execute(
+                    f'ALTER TABLE executions ADD CONSTRAINT "{c["conname"]}" {c["definition"]}'
+                )
+            for i in indexes:
+                await conn.execute(i["indexdef"])
 
 
 def _copy_part(dsn: str, plan: BulkPlan, chunks: list[int]) -> int:
@@ -209,14 +212,15 @@ def _copy_part(dsn: str, plan: BulkPlan, chunks: list[int]) -> int:
 
 async def _copy_chunks(dsn: str, plan: BulkPlan, chunks: list[int]) -> int:
     world = build_world(plan)
-    conn = await asyncpg.connect(dsn)
+    conn = await connect(dsn)
     try:
-        await conn.execute("SET synchronous_commit = off")
-        await conn.copy_records_to_table(
-            "executions",
-            records=(row for c in chunks for row in execution_rows(world, c)),
-            columns=EXECUTION_COLUMNS,
-        )
+        async with conn.transaction():
+            await conn.execute("SET LOCAL synchronous_commit = off")
+            await conn.copy_records_to_table(
+                "executions",
+                records=(row for c in chunks for row in execution_rows(world, c)),
+                columns=EXECUTION_COLUMNS,
+            )
     finally:
         await conn.close()
     return len(chunks)

@@ -24,9 +24,10 @@ from service.errors import (
     ToolError,
     Unavailable,
 )
-from service.keys import CATALOG, CLOCK, CONFIG, CURSORS, DB_POOL, METRICS
+from service.keys import CATALOG, CLOCK, CONFIG, CURSORS, METRICS
 from service.mcp import protocol as p
 from service.mcp.rpc import Answer, Call, decode_params, modern_meta
+from service.store.db import read_pool, reads_elsewhere
 from service.tools.base import Tool, ToolContext, missing_scope
 
 log = logging.getLogger(__name__)
@@ -65,13 +66,14 @@ async def _call_tool(call: Call) -> Answer:
     tool = catalog.tool(params.name) if params.name in catalog else None
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
-    if tool.scope not in call.caller.scopes or not tool.authorizes:
+    if tool.scope not in call.caller.scopes or not tool.authorizes or reads_elsewhere(call.app):
+        # With a read replica the approval is read on the primary (the transport did so).
         await _confirm(call, tool)
     raw_arguments = bytes(params.arguments) if isinstance(params.arguments, msgspec.Raw) else b"{}"
     cfg = call.app[CONFIG]
     limit = cfg.limits.max_response_bytes
     ctx = ToolContext(
-        pool=call.app[DB_POOL],
+        pool=read_pool(call.app),
         caller=call.caller,
         cursors=call.app[CURSORS],
         now=call.app[CLOCK](),

@@ -20,6 +20,7 @@ import asyncpg
 
 from service.auth.bearer import approval_query
 from service.errors import NotFound
+from service.store.plans import as_function
 from service.tools.base import ToolContext
 from service.tools.common import FIRST_OBSERVED_SQL, INSTANCE_SIDE_SQL, Coverage, coverage_of
 
@@ -202,6 +203,8 @@ SELECT false, {nulls(head_columns)}, p.*
   FROM ({page_sql}) p
  WHERE EXISTS (SELECT 1 FROM a WHERE $1 = ANY(a.workspace_ids))
 """
+    if getattr(conn, "through_pooler", False):  # planned once per backend, not every call
+        sql = await as_function(conn, sql) or sql
     _COMBINED[page_sql] = sql
     return sql
 

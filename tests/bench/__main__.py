@@ -1,8 +1,10 @@
-"""`make bench` → `python -m tests.bench`: the scale benchmark (tests/bench/scale.py), then
-the admission limiter's own benchmark (tests/bench/limits_bench.py).
+"""`make bench` → `python -m tests.bench`: the scale benchmark (tests/bench/scale.py), the
+pooler line (tests/bench/pooler_bench.py: through PgBouncer next to direct), then the
+admission limiter's own benchmark (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--skip-limits]
+                          [--skip-pooler | --pooler-only]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
@@ -18,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bench import scale
+from tests.bench import pooler_bench, scale
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,13 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executions", type=int, help="override the data set size")
     parser.add_argument("--output", type=Path, help="also write the report here")
     parser.add_argument("--skip-limits", action="store_true", help="skip limits_bench")
+    parser.add_argument("--skip-pooler", action="store_true", help="skip the PgBouncer line")
+    parser.add_argument("--pooler-only", action="store_true", help="only the PgBouncer line")
     args = parser.parse_args(argv)
     settings = scale.QUICK if args.quick else scale.FULL
     changes: dict[str, object] = {"rebuild": args.rebuild, "profile": args.profile}
     for name in ("concurrency", "duration", "executions", "rounds"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
-    report = scale.main(dataclasses.replace(settings, **changes))  # type: ignore[arg-type]
+    settings = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+    report = "" if args.pooler_only else scale.main(settings)
+    if not args.skip_pooler:
+        report += ("\n" if report else "") + pooler_bench.main(settings)
     sys.stdout.write(report)
     sys.stdout.flush()
     if args.output:
