@@ -11,6 +11,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     import asyncpg
     import redis.asyncio as aioredis
+    from redis.asyncio.cluster import RedisCluster
 
     from service.auth.caller import Caller
     from service.auth.tokens import TokenService
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 CONFIG: web.AppKey[Config] = web.AppKey("config")
 DB_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_pool")
-REDIS: web.AppKey[aioredis.Redis | None] = web.AppKey("redis")
+REDIS: web.AppKey[aioredis.Redis | RedisCluster | None] = web.AppKey("redis")
 CATALOG: web.AppKey[Catalog] = web.AppKey("catalog")
 TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
 CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")
