@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -110,6 +111,7 @@ class ScriptPipeline:
         self.batches = 0  # batches sent (tests/limits/test_pipeline.py reads both)
         self.calls = 0  # calls sent
         self.redirects = 0  # replies followed (NOSCRIPT, MOVED, ASK, TRYAGAIN)
+        self.followed: Counter[str] = Counter()  # … by kind (tests read it)
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA `script` with `keys` and `args`; its reply, or the error of its batch."""
@@ -186,6 +188,7 @@ class ScriptPipeline:
         rounds = 0
         while redirected:
             self.redirects += len(redirected)
+            self.followed.update(type(err).__name__ for _, err in redirected)
             rounds += 1
             if rounds > _ROUNDS or time.monotonic() > deadline:
                 break
