@@ -105,7 +105,7 @@ class ScriptPipeline:
         # time). Checking a connection out and in for every batch cost two lock round
         # trips, a health check and redis-py's observability hooks.
         self.route: Route = route_for(redis, slot_key)
-        self._bound = bound
+        self.bound = bound  # the longest one call may take, redirects included
         self._queue: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
         self.batches = 0  # batches sent (tests/limits/test_pipeline.py reads both)
@@ -184,7 +184,7 @@ class ScriptPipeline:
     async def _follow(self, redirected: list[tuple[_Queued, ResponseError]]) -> None:
         """Send redirected calls again (in their order) until each has a real reply, or
         the rounds or the time run out (then each gets its last reply: an error)."""
-        deadline = time.monotonic() + self._bound
+        deadline = time.monotonic() + self.bound
         rounds = 0
         while redirected:
             self.redirects += len(redirected)

@@ -9,8 +9,11 @@ server says the slot lives elsewhere:
 - `StandaloneRoute` (standalone and Sentinel): the connection comes from the client's pool.
   A Sentinel-managed connection asks the sentinels for the master each time it connects,
   and turns READONLY (a demoted master) into a lost connection, so after a failover the
-  next batch reaches the new master. A MOVED reply here means ELOVA_REDIS_MODE is wrong:
-  it is not followed (logged once) and counts as a failure.
+  next batch reaches the new master; the health check also asks the sentinels (`verify`)
+  and so does a task of the app every 0.5 s (watch.py), dropping a connection to a master
+  they no longer name (a switchover whose old master is not demoted yet). A MOVED reply
+  here means ELOVA_REDIS_MODE is wrong: it is not followed (logged once) and counts as a
+  failure.
 - `ClusterRoute`: the connection comes from the node that owns the slot in the cluster
   client's slot map. MOVED refreshes the map and moves the kept connection; a lost
   connection (a node died, a failover) refreshes the map before the next batch; ASK lends
@@ -24,6 +27,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.exceptions import (
     AskError,
     MovedError,
@@ -56,6 +60,7 @@ class StandaloneRoute:
         self._client = client
         self._conn: AbstractConnection | None = None
         self._warned = False
+        self.sentinel = isinstance(client.connection_pool, SentinelConnectionPool)
 
     async def connection(self) -> AbstractConnection:
         conn = self._conn
@@ -65,6 +70,29 @@ class StandaloneRoute:
             self._conn = taken
             return taken
         return await checked(conn)
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """Where the kept connection points (None before the first batch)."""
+        conn = self._conn
+        if conn is None:
+            return None
+        host, port = getattr(conn, "host", None), getattr(conn, "port", None)
+        return None if host is None or port is None else (str(host), int(port))
+
+    async def verify(self) -> None:
+        """Sentinel mode: ask the sentinels which server is the master now, and drop the
+        kept connection if it points elsewhere. Without this a switchover is noticed only
+        once the old master is demoted (its READONLY or its closed connection): until then
+        it still takes writes that the new master will never see."""
+        pool = self._client.connection_pool
+        if not isinstance(pool, SentinelConnectionPool):
+            return
+        master = await pool.get_master_address()  # type: ignore[no-untyped-call]
+        address = self.address
+        if address is not None and self._conn is not None and address != tuple(master):
+            log.warning("the sentinels name another master: the limiter reconnects")
+            await self._conn.disconnect()
 
     async def lost(self, conn: AbstractConnection) -> None:
         """Replies may be left unread: the next batch starts on a fresh connection."""
@@ -97,6 +125,7 @@ class ClusterRoute:
         self._conn: AbstractConnection | None = None
         self._refresh = False  # the slot map may be stale: ask the cluster again first
         self.moves = 0  # times the kept connection moved to another node (tests read it)
+        self.sentinel = False
 
     @property
     def node_name(self) -> str | None:
@@ -119,6 +148,9 @@ class ClusterRoute:
         self._take(node)
         assert self._conn is not None
         return await checked(self._conn)
+
+    async def verify(self) -> None:
+        """Nothing to do: a master that lost the slot answers MOVED."""
 
     async def lost(self, conn: AbstractConnection) -> None:
         await conn.disconnect()

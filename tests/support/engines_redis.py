@@ -233,7 +233,8 @@ class RedisClusterSet:
 
 @dataclass
 class RedisSentinelSet:
-    """A master, its replica and three sentinels watching them (quorum 2, 1 s to notice)."""
+    """A master, its replica and three sentinels watching them (quorum 2, 1 s to notice; a
+    sentinel that led a failover may lead the next one 2 x 3 s later)."""
 
     folder: Path
     password: str | None = None
@@ -267,7 +268,7 @@ class RedisSentinelSet:
             node.start()
         conf = [f"sentinel monitor {self.name} 127.0.0.1 {master_port} 2",
                 f"sentinel down-after-milliseconds {self.name} 1000",
-                f"sentinel failover-timeout {self.name} 10000",
+                f"sentinel failover-timeout {self.name} 3000",
                 "bind 127.0.0.1"]  # fmt: skip
         if self.password:
             conf.append(f"sentinel auth-pass {self.name} {self.password}")
