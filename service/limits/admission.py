@@ -217,16 +217,12 @@ class Admission:
     async def check(self, operation: str = "probe") -> bool:
         """Prove that the shared limiter works: a real script call (a release of an id no
         request has) on the limiter's slot, through the admissions' own pipeline, so a
-        server that answers but redirects or refuses the script fails too. In sentinel
-        mode the sentinels are asked first whether the connection still points at the
-        master (route.py, `verify`). Success closes
+        server that answers but redirects or refuses the script fails too. Success closes
         the breaker (shared limits again); a failure counts as a failed admission does."""
         if self._pipeline is None:
             return False
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(self._timeout * 3):
-                await self._pipeline.route.verify()
             keys = self.keys(_PROBE_OWNER, _PROBE_OWNER)
             await self._call(self._release, keys, self._release_args(_PROBE_ID, compensate=False))
         except asyncio.CancelledError:

@@ -9,11 +9,10 @@ server says the slot lives elsewhere:
 - `StandaloneRoute` (standalone and Sentinel): the connection comes from the client's pool.
   A Sentinel-managed connection asks the sentinels for the master each time it connects,
   and turns READONLY (a demoted master) into a lost connection, so after a failover the
-  next batch reaches the new master; the health check also asks the sentinels (`verify`)
-  and so does a task of the app every 0.5 s (watch.py), dropping a connection to a master
-  they no longer name (a switchover whose old master is not demoted yet). A MOVED reply
-  here means ELOVA_REDIS_MODE is wrong: it is not followed (logged once) and counts as a
-  failure.
+  next batch reaches the new master; a task of the app also asks the sentinels every 0.5 s
+  (`verify`, watch.py) and drops a connection to a master they no longer name (a
+  switchover whose old master is not demoted yet). A MOVED reply here means
+  ELOVA_REDIS_MODE is wrong: it is not followed (logged once) and counts as a failure.
 - `ClusterRoute`: the connection comes from the node that owns the slot in the cluster
   client's slot map. MOVED refreshes the map and moves the kept connection; a lost
   connection (a node died, a failover) refreshes the map before the next batch; ASK lends
