@@ -131,6 +131,13 @@ class ClusterRoute:
         return None if self._node is None else self._node.name
 
     async def connection(self) -> AbstractConnection:
+        try:
+            return await self._connection()
+        except BaseException:
+            self._refresh = True  # the owner may be gone (a failover): read the map again
+            raise
+
+    async def _connection(self) -> AbstractConnection:
         if self._conn is not None and not self._refresh:
             return await checked(self._conn)
         try:

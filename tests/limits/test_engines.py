@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from service.limits.route import ClusterRoute, StandaloneRoute
 from tests.limits.conftest import (
     ENGINE_CAP,
+    ENGINE_PASSWORD,
     AppClient,
     RedisServer,
     StartReplica,
@@ -80,6 +85,49 @@ async def test_cluster_slot_migrated_during_traffic_keeps_limits_shared(
         assert route.node_name == f"127.0.0.1:{redis_cluster.nodes[target].port}"
         assert limiter.pipeline.followed["MovedError"] >= 1  # and ASK / TRYAGAIN meanwhile
     assert await readyz_redis(one) == "ok" and degraded_metric(one) == 0
+
+
+@pytest.fixture
+def redis_cluster_with_replica(tmp_path: Path) -> Iterator[RedisClusterSet]:
+    """A cluster of its own (this test kills a master): the limiter's master has a replica."""
+    cluster = RedisClusterSet(tmp_path / "cluster", password=ENGINE_PASSWORD, replica=True)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def test_cluster_failover_of_the_limiters_master_is_followed(
+    start_replica: StartReplica, redis_cluster_with_replica: RedisClusterSet
+) -> None:
+    """The master owning the limiter's slot dies mid-traffic; the cluster promotes its
+    replica (cluster-node-timeout 2 s) and both replicas of ours follow: per-process limits
+    meanwhile, shared limits again on the promoted node."""
+    cluster = redis_cluster_with_replica
+    prefix = new_redis_prefix()
+    key = f"{prefix}{{limits}}:global"
+    assert cluster.owner_of(key) == 0
+    one, two, _ = await cluster_replicas(start_replica, cluster, prefix)
+    limiters = [admission(one), admission(two)]
+    tally = Tally()
+    traffic = asyncio.ensure_future(run_traffic(limiters, seconds=15.0, tally=tally))
+    await asyncio.sleep(0.5)
+    cluster.nodes[0].kill()
+    killed = time.monotonic()
+    tally.mark_now()
+    await wait_for(lambda: degraded_metric(one) == 1, timeout=5.0)
+    await wait_for(lambda: tally.first_shared_after is not None, timeout=12.0)
+    assert tally.first_shared_after is not None
+    followed = tally.first_shared_after - killed
+    await wait_for(lambda: not any(limiter.degraded for limiter in limiters), timeout=5.0)
+    traffic.cancel()
+    await asyncio.gather(traffic, return_exceptions=True)
+    assert cluster.owner_of(key) == 3  # the promoted replica
+    assert_shared_and_clean(await run_traffic(limiters, seconds=0.8))
+    assert tally.errors == [] and tally.max_in_flight <= ENGINE_CAP
+    assert await readyz_redis(one) == "ok" and await readyz_redis(two) == "ok"
+    print(f"cluster failover followed: first shared admission {followed:.2f} s after the kill")
 
 
 async def test_standalone_mode_on_a_cluster_node_is_reported_degraded(

@@ -145,11 +145,13 @@ def _wait(check: object, what: str, seconds: float = START_SECONDS) -> None:
 
 @dataclass
 class RedisClusterSet:
-    """Three masters, the 16384 slots split evenly, no replicas."""
+    """Three masters, the 16384 slots split evenly; with `replica`, a fourth node replicates
+    the first master (which owns the `{limits}` slot, 2716)."""
 
     folder: Path
     password: str | None = None
     tls: Tls | None = None
+    replica: bool = False
     nodes: list[Node] = field(default_factory=list)
 
     def url(self, node: int = 0) -> str:
@@ -161,25 +163,31 @@ class RedisClusterSet:
     def start(self) -> None:
         tls_args = ["--tls-cluster", "yes"] if self.tls else []
         buses = []
-        for i in range(3):
+        for i in range(4 if self.replica else 3):
             port = free_port()
             buses.append(free_port())
             args = ["--cluster-enabled", "yes", "--cluster-config-file",
                     str(self.folder / f"node{i}" / "nodes.conf"), "--cluster-node-timeout",
-                    "2000", "--cluster-port", str(buses[-1]), *tls_args,
+                    "2000", "--cluster-port", str(buses[-1]),
+                    "--cluster-replica-validity-factor", "0", *tls_args,
                     *_auth_args(self.password)]  # fmt: skip
             self.nodes.append(Node(port, self.folder / f"node{i}", args, self.password, self.tls))
         for node in self.nodes:
             node.start()
         clients = [node.client() for node in self.nodes]
         bounds = [(0, 5460), (5461, 10922), (10923, 16383)]
-        for c, (low, high) in zip(clients, bounds, strict=True):
+        for c, (low, high) in zip(clients, bounds, strict=False):
             c.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
         for node, bus in zip(self.nodes[1:], buses[1:], strict=True):
             clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
         for c in clients:
             _wait(lambda c=c: "cluster_state:ok" in c.execute_command("CLUSTER", "INFO"),
                   "cluster state ok")  # fmt: skip
+        if self.replica:
+            first = self.node_id(0)
+            _wait(lambda: first in clients[3].execute_command("CLUSTER", "NODES"), "gossip")
+            clients[3].execute_command("CLUSTER", "REPLICATE", first)
+            _wait(lambda: clients[0].info("replication")["connected_slaves"] == 1, "replica")
         for c in clients:
             _wait(lambda c=c: len(c.execute_command("CLUSTER", "SLOTS")) == 3, "slots known")
             c.close()
@@ -189,8 +197,9 @@ class RedisClusterSet:
             return str(c.execute_command("CLUSTER", "MYID"))
 
     def owner_of(self, key: str) -> int:
-        """The index of the master that owns `key`'s slot."""
-        with self.nodes[0].client() as c:
+        """The index of the master that owns `key`'s slot (asked of a node still running)."""
+        alive = next(n for n in self.nodes if n.proc is not None)
+        with alive.client() as c:
             slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
             for low, high, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
                 if low <= slot <= high:
@@ -206,6 +215,7 @@ class RedisClusterSet:
         src, dst = self.nodes[source].client(), self.nodes[to].client()
         src_id, dst_id = self.node_id(source), self.node_id(to)
         slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
+        masters = [i for i in range(3) if i not in (to, source)]
         moved = 0
         try:
             dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
@@ -218,7 +228,7 @@ class RedisClusterSet:
                 src.execute_command("MIGRATE", "127.0.0.1", self.nodes[to].port, "", 0, 5000,
                                     *auth, "KEYS", *keys)  # fmt: skip
                 moved += len(keys)
-            for node in (to, source, *(i for i in range(3) if i not in (to, source))):
+            for node in (to, source, *masters):
                 with self.nodes[node].client() as c:
                     c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
         finally:
