@@ -80,6 +80,8 @@ def _redis_engine(env: Mapping[str, str]) -> RedisEngine:
                 raise ConfigError(f"{name} is set but ELOVA_REDIS_MODE is {mode}, not sentinel")
     if mode == "cluster" and not url:
         raise ConfigError("ELOVA_REDIS_URL is required when ELOVA_REDIS_MODE=cluster (any node)")
+    if mode == "cluster" and urlsplit(url).path.strip("/") not in ("", "0"):
+        raise ConfigError("ELOVA_REDIS_URL: a Redis Cluster has database 0 only")
     if mode != "standalone" and urlsplit(url).scheme == "unix":
         raise ConfigError(f"ELOVA_REDIS_URL: a unix:// socket cannot be used in {mode} mode")
     return RedisEngine(mode, sentinels, master)

@@ -59,6 +59,7 @@ def test_sentinel_settings_are_parsed_and_the_url_may_be_left_unset() -> None:
          "ELOVA_REDIS_SENTINEL_MASTER"),
         ({"REDIS_MODE": "cluster"}, "ELOVA_REDIS_URL"),
         ({"REDIS_MODE": "cluster", "REDIS_URL": "unix:///run/redis.sock"}, "ELOVA_REDIS_URL"),
+        ({"REDIS_MODE": "cluster", "REDIS_URL": "redis://node-a:6379/2"}, "ELOVA_REDIS_URL"),
         ({"REDIS_KEY_PREFIX": "elova{}:"}, "ELOVA_REDIS_KEY_PREFIX"),
         ({"REDIS_KEY_PREFIX": "{}"}, "ELOVA_REDIS_KEY_PREFIX"),
     ],
