@@ -11,6 +11,7 @@ Without `redis-server` a test skips, except under CI (env CI set), where it fail
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -85,7 +86,9 @@ class Node:
             argv = [binary, *port_args, "--bind", "127.0.0.1", "--save", "", "--appendonly",
                     "no", "--dir", str(self.folder), *self.args]  # fmt: skip
         log = open(self.folder / "server.log", "ab")  # noqa: SIM115 (the child keeps it)
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
         log.close()
         deadline = time.monotonic() + START_SECONDS
         while True:
@@ -124,6 +127,15 @@ class Node:
                 self.proc.kill()
                 self.proc.wait(5)
             self.proc = None
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM it when the test process dies, even by SIGKILL (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _auth_args(password: str | None) -> list[str]:
