@@ -51,11 +51,13 @@ class RedisEngine:
     """Which Redis the limiter talks to: ELOVA_REDIS_MODE and, for Sentinel, where the
     sentinels are and which master they guard. In sentinel mode ELOVA_REDIS_URL is optional
     and only its credentials, database number, scheme (rediss = TLS) and query options apply
-    (to the master and, for the scheme and TLS options, to the sentinels)."""
+    (to the master and, for the scheme and TLS options, to the sentinels, which take their
+    own password from ELOVA_REDIS_SENTINEL_PASSWORD)."""
 
     mode: str = "standalone"
     sentinels: tuple[tuple[str, int], ...] = ()
     sentinel_master: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)  # the sentinels' own
 
 
 def _redis_engine(env: Mapping[str, str]) -> RedisEngine:
@@ -63,6 +65,7 @@ def _redis_engine(env: Mapping[str, str]) -> RedisEngine:
     no_sentinels: tuple[tuple[str, int], ...] = ()
     sentinels = _parse(env, "ELOVA_REDIS_SENTINELS", _sentinels, no_sentinels)
     master = _str(env, "ELOVA_REDIS_SENTINEL_MASTER", "") or None
+    sentinel_password = env.get("ELOVA_REDIS_SENTINEL_PASSWORD", "") or None
     url = env.get("ELOVA_REDIS_URL", "").strip()
     if mode == "sentinel":
         if not sentinels:
@@ -75,6 +78,7 @@ def _redis_engine(env: Mapping[str, str]) -> RedisEngine:
         for name, value in (
             ("ELOVA_REDIS_SENTINELS", sentinels),
             ("ELOVA_REDIS_SENTINEL_MASTER", master),
+            ("ELOVA_REDIS_SENTINEL_PASSWORD", sentinel_password),
         ):
             if value:
                 raise ConfigError(f"{name} is set but ELOVA_REDIS_MODE is {mode}, not sentinel")
@@ -84,7 +88,7 @@ def _redis_engine(env: Mapping[str, str]) -> RedisEngine:
         raise ConfigError("ELOVA_REDIS_URL: a Redis Cluster has database 0 only")
     if mode != "standalone" and urlsplit(url).scheme == "unix":
         raise ConfigError(f"ELOVA_REDIS_URL: a unix:// socket cannot be used in {mode} mode")
-    return RedisEngine(mode, sentinels, master)
+    return RedisEngine(mode, sentinels, master, sentinel_password)
 
 
 def _redis_mode(raw: str) -> str:

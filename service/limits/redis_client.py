@@ -5,8 +5,8 @@ ELOVA_REDIS_MODE picks the client: `standalone` a `redis.asyncio.Redis` on ELOVA
 (any node); `sentinel` a `Redis` whose connections ask ELOVA_REDIS_SENTINELS for the
 current master of ELOVA_REDIS_SENTINEL_MASTER each time they connect. In sentinel mode only
 the URL's credentials, database number, scheme (`rediss` = TLS) and query options (such as
-`ssl_ca_certs`) are used; the sentinels are reached with the same TLS settings, without
-credentials.
+`ssl_ca_certs`) are used; the sentinels are reached with the same TLS settings and with
+ELOVA_REDIS_SENTINEL_PASSWORD when they have a password of their own.
 
 redis-py's defaults suit a cache, not an admission on every request: its retry policy turns
 a refused connection into seconds of stall, and its timeouts are unbounded. Here a call to
@@ -77,6 +77,7 @@ class SentinelClient:
         url: str | None,
         *,
         timeout: float = REDIS_TIMEOUT_SECONDS,
+        sentinel_password: str | None = None,
     ) -> None:
         options: dict[str, Any] = dict(parse_url(url)) if url else {}
         for taken_from_sentinels in ("host", "port", "path"):
@@ -85,7 +86,12 @@ class SentinelClient:
         sentinel_options = {k: options[k] for k in _TLS_OPTIONS if k in options}
         self.sentinel = Sentinel(  # type: ignore[no-untyped-call]
             list(sentinels),
-            sentinel_kwargs={**_bounded(timeout), "ssl": tls, **sentinel_options},
+            sentinel_kwargs={
+                **_bounded(timeout),
+                "ssl": tls,
+                "password": sentinel_password,
+                **sentinel_options,
+            },
             **_bounded(timeout),
         )
         self.master: aioredis.Redis = self.sentinel.master_for(
@@ -107,7 +113,11 @@ async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
     if engine.mode == "sentinel":
         assert engine.sentinel_master is not None
         sentinel = SentinelClient(
-            engine.sentinels, engine.sentinel_master, cfg.redis_url, timeout=timeout
+            engine.sentinels,
+            engine.sentinel_master,
+            cfg.redis_url,
+            timeout=timeout,
+            sentinel_password=engine.sentinel_password,
         )
         client: RedisClient | None = sentinel.master
         closing = sentinel

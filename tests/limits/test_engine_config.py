@@ -42,6 +42,15 @@ def test_sentinel_settings_are_parsed_and_the_url_may_be_left_unset() -> None:
         ("::1", 26381),
     )
     assert cfg.redis_engine.sentinel_master == "elova"
+    assert cfg.redis_engine.sentinel_password is None
+    assert "pw" not in repr(
+        parse(
+            REDIS_MODE="sentinel",
+            REDIS_SENTINELS="a:1",
+            REDIS_SENTINEL_MASTER="m",
+            REDIS_SENTINEL_PASSWORD="pw",
+        )
+    )
 
 
 @pytest.mark.parametrize(
@@ -57,6 +66,8 @@ def test_sentinel_settings_are_parsed_and_the_url_may_be_left_unset() -> None:
         ({"REDIS_SENTINELS": "a:1", "REDIS_URL": "redis://h:6379/0"}, "ELOVA_REDIS_SENTINELS"),
         ({"REDIS_MODE": "cluster", "REDIS_SENTINEL_MASTER": "m", "REDIS_URL": "redis://h/0"},
          "ELOVA_REDIS_SENTINEL_MASTER"),
+        ({"REDIS_SENTINEL_PASSWORD": "pw", "REDIS_URL": "redis://h/0"},
+         "ELOVA_REDIS_SENTINEL_PASSWORD"),
         ({"REDIS_MODE": "cluster"}, "ELOVA_REDIS_URL"),
         ({"REDIS_MODE": "cluster", "REDIS_URL": "unix:///run/redis.sock"}, "ELOVA_REDIS_URL"),
         ({"REDIS_MODE": "cluster", "REDIS_URL": "redis://node-a:6379/2"}, "ELOVA_REDIS_URL"),

@@ -1,7 +1,8 @@
 """TLS in every Redis mode (issue 12): a standalone server, a Cluster (`tls-cluster`) and a
-Sentinel set (sentinels, master and replication over TLS), all with a password and a
-throwaway CA (tests/support/tls.py). The service is given `rediss://` and the CA through
-redis-py's `ssl_ca_certs` URL option; the certificate and host name are verified."""
+Sentinel set (sentinels, master and replication over TLS; the sentinels with a password
+of their own), all with a password and a throwaway CA (tests/support/tls.py). The service
+is given `rediss://` and the CA through redis-py's `ssl_ca_certs` URL option; the
+certificate and host name are verified."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tests.limits.traffic import admission, assert_shared_and_clean, readyz_redi
 from tests.support.engines_redis import Node, RedisClusterSet, RedisSentinelSet, Tls, free_port
 from tests.support.services import new_redis_prefix
 from tests.support.tls import make_tls
+
+SENTINELS_PW = "elova-sentinels-pw"  # the sentinels' own password, not the master's
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,9 @@ def tls_cluster(tls: Tls, tls_folder: Path) -> Iterator[RedisClusterSet]:
 
 @pytest.fixture(scope="module")
 def tls_sentinels(tls: Tls, tls_folder: Path) -> Iterator[RedisSentinelSet]:
-    found = RedisSentinelSet(tls_folder / "sentinel", password=ENGINE_PASSWORD, tls=tls)
+    found = RedisSentinelSet(
+        tls_folder / "sentinel", password=ENGINE_PASSWORD, tls=tls, sentinel_password=SENTINELS_PW
+    )
     try:
         found.start()
         yield found
@@ -76,7 +81,7 @@ async def test_cluster_over_tls(start_replica: StartReplica, tls_cluster: RedisC
     await _serves_shared(start_replica, REDIS_MODE="cluster", REDIS_URL=tls_cluster.url(1))
 
 
-async def test_sentinel_over_tls(
+async def test_sentinel_over_tls_with_a_sentinel_password(
     start_replica: StartReplica, tls_sentinels: RedisSentinelSet
 ) -> None:
     await _serves_shared(
@@ -85,6 +90,7 @@ async def test_sentinel_over_tls(
         REDIS_SENTINELS=tls_sentinels.sentinel_setting,
         REDIS_SENTINEL_MASTER=tls_sentinels.name,
         REDIS_URL=tls_sentinels.url(),
+        REDIS_SENTINEL_PASSWORD=SENTINELS_PW,
     )
 
 

@@ -105,7 +105,7 @@ class Node:
         return redis.Redis(
             host="127.0.0.1",
             port=self.port,
-            password=None if self.sentinel else self.password,
+            password=self.password,
             socket_timeout=2,
             decode_responses=True,
             **extra,  # type: ignore[arg-type]
@@ -261,6 +261,7 @@ class RedisSentinelSet:
     folder: Path
     password: str | None = None
     tls: Tls | None = None
+    sentinel_password: str | None = None  # the sentinels' own requirepass
     name: str = "elova"
     data: list[Node] = field(default_factory=list)
     sentinels: list[Node] = field(default_factory=list)
@@ -294,12 +295,16 @@ class RedisSentinelSet:
                 "bind 127.0.0.1"]  # fmt: skip
         if self.password:
             conf.append(f"sentinel auth-pass {self.name} {self.password}")
+        if self.sentinel_password:
+            conf += [f"requirepass {self.sentinel_password}",
+                     f"sentinel sentinel-pass {self.sentinel_password}"]  # fmt: skip
         if self.tls:
             conf += [f"tls-cert-file {self.tls.cert}", f"tls-key-file {self.tls.key}",
                      f"tls-ca-cert-file {self.tls.ca}", "tls-replication yes",
                      "tls-auth-clients no"]  # fmt: skip
         for i in range(3):
-            node = Node(free_port(), self.folder / f"sentinel{i}", conf, None, self.tls)
+            node = Node(free_port(), self.folder / f"sentinel{i}", conf, self.sentinel_password,
+                        self.tls)  # fmt: skip
             node.sentinel = True
             self.sentinels.append(node)
             node.start()

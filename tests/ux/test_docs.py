@@ -48,6 +48,7 @@ UNSET: dict[str, Callable[[Config], object]] = {
     "ELOVA_LIMIT_ACCOUNT_PER_DAY": lambda c: c.limits.account_per_day,
     "ELOVA_REDIS_SENTINELS": lambda c: c.redis_engine.sentinels or None,
     "ELOVA_REDIS_SENTINEL_MASTER": lambda c: c.redis_engine.sentinel_master,
+    "ELOVA_REDIS_SENTINEL_PASSWORD": lambda c: c.redis_engine.sentinel_password,
 }
 
 
