@@ -3,7 +3,8 @@
 - `/livez` answers from the process alone: a restart cannot fix a database outage, so
   liveness never looks at dependencies.
 - `/readyz` is 200 while PostgreSQL answers; Redis down only degrades the limits to
-  per-process ones (SEMANTICS §7), so it is reported but never fails readiness.
+  per-process ones (SEMANTICS §7), so it is reported (`"redis": "degraded"` while the
+  shared limiter does not answer a real script call) but never fails readiness.
 - On SIGTERM (or SIGINT) readiness fails first while the listener keeps serving for
   `drain_seconds`, so load balancers stop routing here; then the listener closes, in-flight
   requests get `shutdown_timeout` to finish, and the cleanup contexts close the pools.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from service.config import Config
-from service.keys import DB_POOL, DB_READ_POOL, METRICS, REDIS
+from service.keys import ADMISSION, DB_POOL, DB_READ_POOL, METRICS, REDIS
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,19 @@ async def _check_postgresql(app: web.Application) -> str:
 
 
 async def _check_redis(app: web.Application) -> str:
-    client = app.get(REDIS)
-    if client is None:
+    """The shared limiter's state (`Admission.shared_state`: a real script call on the
+    limiter's slot, recorded as the "health" Redis operation), never a PING of some node."""
+    admission = app.get(ADMISSION)
+    if app.get(REDIS) is None or admission is None:
         return "not_configured"
-    answered = await _probe("Redis", client.ping, app[METRICS].redis_call)
-    return "ok" if answered else "degraded"
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+            state = await admission.shared_state()
+    except TimeoutError:
+        state = "degraded"
+    if state != "ok":
+        log.warning("readiness: the shared limiter is degraded (Redis)")
+    return state
 
 
 async def _probe(

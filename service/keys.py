@@ -11,6 +11,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     import asyncpg
     import redis.asyncio as aioredis
+    from redis.asyncio.cluster import RedisCluster
 
     from service.auth.caller import Caller
     from service.auth.tokens import TokenService
@@ -25,7 +26,7 @@ CONFIG: web.AppKey[Config] = web.AppKey("config")
 DB_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_pool")
 # Tool calls' reads of retained records: the read replica's pool, or DB_POOL itself.
 DB_READ_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_read_pool")
-REDIS: web.AppKey[aioredis.Redis | None] = web.AppKey("redis")
+REDIS: web.AppKey[aioredis.Redis | RedisCluster | None] = web.AppKey("redis")
 CATALOG: web.AppKey[Catalog] = web.AppKey("catalog")
 TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
 CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")

@@ -103,7 +103,9 @@ async def check_postgresql(dsn: str, setting: str = "ELOVA_DATABASE_URL") -> Non
 
 async def check_redis(cfg: Config) -> None:
     """Refuse a Redis login or TLS failure; log (and start anyway) when Redis is down."""
-    if cfg.redis_url is None:
+    if cfg.redis_url is None or cfg.redis_engine.mode == "sentinel":
+        # Sentinel mode: the URL names no server (only the master's credentials and scheme);
+        # the master is found through the sentinels once the service runs.
         return
     from service.limits.redis_client import make_client
 

@@ -1,7 +1,8 @@
 """Admission limits (SEMANTICS §7): the Redis client and the `Admission` limiter of an app.
 
 `setup_limits(app)` registers two cleanup contexts, in dependency order: the Redis client
-(`app[REDIS]`, None without ELOVA_REDIS_URL), then the admission (`app[ADMISSION]`).
+(`app[REDIS]`, None without Redis settings), then the admission (`app[ADMISSION]`) with
+its background health check (watch.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from service.limits.redis_client import redis_ctx
 async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
     from service.limits.admission import Admission
     from service.limits.breaker import CircuitBreaker
+    from service.limits.watch import watching
 
     cfg = app[CONFIG]
     admission = Admission(
@@ -33,7 +35,8 @@ async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
     app[ADMISSION] = admission
     await admission.warm_up()
     try:
-        yield
+        async with watching(admission):  # the limiter's health, checked on its own schedule
+            yield
     finally:
         await admission.close()
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from service.auth.caller import Caller
@@ -43,7 +42,7 @@ from service.limits.budget import (
 )
 from service.limits.local import LocalLimiter
 from service.limits.pipeline import Script, ScriptPipeline
-from service.limits.redis_client import REDIS_TIMEOUT_SECONDS
+from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, RedisClient
 from service.metrics import Metrics
 
 log = logging.getLogger("service.limits")
@@ -57,6 +56,11 @@ _KNOWN_KEYS = 4096
 
 # `_admit_shared` could not tell whether the request is admitted (see there).
 _UNANSWERED = object()
+
+# The health check's script call: a release of an id no request has, on keys no caller
+# has (the global lease set is the limiter's own: ZREM of an absent member changes nothing).
+_PROBE_ID = "elova-health-probe"
+_PROBE_OWNER = UUID(int=0)
 
 
 @dataclass(eq=False, slots=True)
@@ -80,7 +84,7 @@ class Admission:
         self,
         limits: Limits,
         *,
-        redis: aioredis.Redis | None,
+        redis: RedisClient | None,
         key_prefix: str,
         metrics: Metrics,
         breaker: CircuitBreaker | None = None,
@@ -98,7 +102,11 @@ class Admission:
         self._admit = Script("admit.lua")
         self._release = Script("release.lua")
         # Admissions and releases of concurrent requests share writes (see pipeline.py).
-        self._pipeline = ScriptPipeline(redis) if redis is not None else None
+        self._pipeline = (
+            ScriptPipeline(redis, slot_key=f"{self._base}global", bound=timeout_seconds * 3)
+            if redis is not None
+            else None
+        )
         self._background: set[asyncio.Task[None]] = set()
         self._degraded = False
         self._keys: dict[tuple[UUID, UUID], list[str]] = {}
@@ -107,6 +115,14 @@ class Admission:
     def degraded(self) -> bool:
         """True while Redis is configured but the per-process limiter answers instead."""
         return self._degraded
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        return self._breaker
+
+    @property
+    def pipeline(self) -> ScriptPipeline | None:
+        return self._pipeline
 
     @property
     def local(self) -> LocalLimiter:
@@ -143,7 +159,7 @@ class Admission:
                 # Redis is down: this request is answered by the per-process limits. Whether
                 # Redis is back is asked by a background probe, never by a user's request,
                 # so an outage costs no refusals beyond the switch-over itself.
-                self._probe_when_due(self._redis)
+                self._probe_when_due()
         shared = decision is not None
         if decision is None:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
@@ -188,16 +204,47 @@ class Admission:
     async def warm_up(self) -> None:
         """Load both scripts (and open a connection) before the first request; a Redis that
         does not answer now is not an error: requests find out through the breaker."""
-        if self._redis is None:
+        if self._pipeline is None:
             return
         try:
             async with asyncio.timeout(self._timeout * 3):
-                for script in (self._admit, self._release):
-                    await script.load(self._redis)
+                await self._pipeline.preload([self._admit, self._release])
         except (RedisError, OSError, TimeoutError) as err:
             log.info(
                 "Redis did not answer at start (%s); admissions will retry it", type(err).__name__
             )
+
+    async def check(self, operation: str = "probe") -> bool:
+        """Prove that the shared limiter works: a real script call (a release of an id no
+        request has) on the limiter's slot, through the admissions' own pipeline, so a
+        server that answers but redirects or refuses the script fails too. Success closes
+        the breaker (shared limits again); a failure counts as a failed admission does."""
+        if self._pipeline is None:
+            return False
+        started = time.perf_counter()
+        try:
+            keys = self.keys(_PROBE_OWNER, _PROBE_OWNER)
+            await self._call(self._release, keys, self._release_args(_PROBE_ID, compensate=False))
+        except asyncio.CancelledError:
+            self._breaker.abandon()
+            raise
+        except (RedisError, OSError, TimeoutError) as err:
+            self._metrics.redis_call(operation, time.perf_counter() - started, True)
+            self._failed(err)
+            return False
+        self._metrics.redis_call(operation, time.perf_counter() - started, False)
+        self._succeeded()
+        return True
+
+    async def shared_state(self) -> str:
+        """What /readyz reports: `ok` when the shared limiter answered a check just now,
+        `degraded` otherwise (per-process limits apply, or will if Redis keeps failing),
+        `not_configured` without Redis. The check runs whenever the breaker lets a call
+        through (always while closed: an idle replica finds an outage here too)."""
+        if self._pipeline is None:
+            return "not_configured"
+        answered = self._breaker.allow() and await self.check("health")
+        return "ok" if answered and not self._degraded else "degraded"
 
     async def close(self) -> None:
         """Give pending compensating releases a moment, then stop them."""
@@ -330,32 +377,12 @@ class Admission:
             )
             self._metrics.limiter_degraded(True)
 
-    def _probe_when_due(self, redis: aioredis.Redis) -> None:
-        """Once the breaker's cooldown has passed, ask Redis in the background (one probe at
-        a time); success closes the breaker, failure opens it for another cooldown."""
-        if not self._breaker.allow():
-            return
-
-        async def probe() -> None:
-            started = time.perf_counter()
-            try:
-                # Connections pooled before the outage point at a dead server: drop them, so
-                # the first admissions after recovery do not each fail once on a stale one.
-                await redis.connection_pool.disconnect(inuse_connections=False)
-                async with asyncio.timeout(self._timeout * 3):
-                    for script in (self._admit, self._release):
-                        await script.load(redis)
-            except asyncio.CancelledError:
-                self._breaker.abandon()
-                raise
-            except (RedisError, OSError, TimeoutError):
-                self._metrics.redis_call("probe", time.perf_counter() - started, True)
-                self._breaker.record_failure()
-                return
-            self._metrics.redis_call("probe", time.perf_counter() - started, False)
-            self._succeeded()
-
-        self._spawn(probe())
+    def _probe_when_due(self) -> None:
+        """Once the breaker's cooldown has passed, check the limiter in the background (one
+        trial at a time); success closes the breaker, failure opens it for another
+        cooldown. The app also checks on its own schedule (watch.py)."""
+        if self._breaker.allow():
+            self._spawn(self.check("probe"))
 
     def _succeeded(self) -> None:
         self._breaker.record_success()

@@ -39,6 +39,17 @@ class CircuitBreaker:
     def state(self) -> State:
         return self._state
 
+    @property
+    def failures(self) -> int:
+        """Failures in a row since the last success."""
+        return self._failures
+
+    def seconds_until_trial(self) -> float:
+        """While open: how long until a trial call may go through (0 otherwise)."""
+        if self._state is not State.OPEN:
+            return 0.0
+        return max(0.0, self.cooldown_seconds - (self._clock() - self._opened_at))
+
     def allow(self) -> bool:
         """May a call go through now? In half-open, only one trial at a time does."""
         if self._state is State.CLOSED:

@@ -3,7 +3,7 @@
 Every request costs two script calls; sent one by one, each is a write and a read on a
 socket, and on a busy replica those system calls cost more than the scripts themselves.
 `ScriptPipeline.call` queues a call and returns its reply; one sender task writes whatever
-is queued in one write on one of redis-py's pooled connections (a pipeline without MULTI:
+is queued in one write on one kept connection (a pipeline without MULTI:
 each script is atomic on its own), and while that batch is on the wire the next calls queue
 up behind it. So:
 
@@ -14,8 +14,16 @@ up behind it. So:
 
 A failed batch (connection refused or lost, a timeout) fails every call in it with that
 error; the admission treats each exactly as it treated a failed single call (breaker,
-compensating release). NOSCRIPT (Redis restarted, SCRIPT FLUSH) reloads the script and
-retries that call once.
+compensating release).
+
+Replies that say the call did not run are followed, bounded in rounds and in time (the
+admission's bound on one call), before the caller sees anything: NOSCRIPT (Redis restarted,
+SCRIPT FLUSH, a node that never ran the script) loads the script on that same connection
+and sends the call again; MOVED (the slot now lives on another master) lets the route
+refresh the slot map and move the kept connection, then sends it again; ASK (the slot is
+being migrated, this key not here) sends ASKING and the call to the importing node;
+TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
+route (route.py) knows which server serves the limiter's slot.
 
 The commands are packed by hiredis (C) rather than by redis-py's pure-Python packer, which
 cost ~60 µs a script call (13 arguments) under load; redis-py still owns the connections,
@@ -25,6 +33,9 @@ their timeouts and the reply parsing (hiredis as well).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,22 +43,27 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from hiredis import pack_command
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError, TryAgainError
+
+from service.limits.route import Route, route_for
+
+# A batch's redirected calls are sent again at most this many rounds, and within the bound
+# of one call (ScriptPipeline's `bound`); a TRYAGAIN waits this long before its next round.
+_ROUNDS = 32
+_TRYAGAIN_PAUSE = 0.02
+_REDIRECTS = (NoScriptError, MovedError, AskError, TryAgainError)
 
 
 class Script:
-    """A Lua script of this package and its SHA1 once loaded into Redis."""
+    """A Lua script of this package and its SHA1 (what SCRIPT LOAD answers, known here)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-        self.sha: str | None = None
-
-    async def load(self, redis: aioredis.Redis) -> str:
-        sha: str = await redis.script_load(self.text)
-        self.sha = sha
-        return sha
+        self.digest = hashlib.sha1(self.text.encode()).hexdigest()
+        self.sha: str | None = self.digest  # what EVALSHA sends (tests may spoil it)
 
 
 def _new_future() -> asyncio.Future[Any]:
@@ -62,17 +78,40 @@ class _Queued:
     reply: asyncio.Future[Any] = field(default_factory=_new_future)
 
 
+def _evalsha(q: _Queued) -> bytes:
+    sha = q.script.sha or q.script.digest
+    return bytes(pack_command(("EVALSHA", sha, len(q.keys), *q.keys, *q.args)))
+
+
+def _loads(batch: Sequence[_Queued]) -> list[bytes]:
+    scripts = {id(q.script): q.script for q in batch}
+    return [_pack("SCRIPT", "LOAD", s.text) for s in scripts.values()]
+
+
+def _pack(*words: Any) -> bytes:
+    return bytes(pack_command(words))
+
+
 class ScriptPipeline:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis | RedisCluster,
+        *,
+        slot_key: str = "{limits}",
+        bound: float = 0.75,
+    ) -> None:
         self._redis = redis
+        # The pipeline's own connection, kept by the route (one batch is on the wire at a
+        # time). Checking a connection out and in for every batch cost two lock round
+        # trips, a health check and redis-py's observability hooks.
+        self.route: Route = route_for(redis, slot_key)
+        self.bound = bound  # the longest one call may take, redirects included
         self._queue: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
-        # The pipeline's own connection: taken from redis-py's pool once and kept (one
-        # batch is on the wire at a time). Checking a connection out and in for every batch
-        # cost two lock round trips, a health check and redis-py's observability hooks.
-        self._conn: AbstractConnection | None = None
         self.batches = 0  # batches sent (tests/limits/test_pipeline.py reads both)
         self.calls = 0  # calls sent
+        self.redirects = 0  # replies followed (NOSCRIPT, MOVED, ASK, TRYAGAIN)
+        self.followed: Counter[str] = Counter()  # … by kind (tests read it)
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA `script` with `keys` and `args`; its reply, or the error of its batch."""
@@ -90,15 +129,27 @@ class ScriptPipeline:
             self._sender = asyncio.get_running_loop().create_task(self._drain())
         return queued.reply
 
+    async def preload(self, scripts: Sequence[Script]) -> None:
+        """SCRIPT LOAD each script on the server that serves the limiter's slot."""
+        conn = await self.route.connection()
+        try:
+            await conn.send_packed_command(
+                b"".join(_pack("SCRIPT", "LOAD", s.text) for s in scripts),
+                check_health=False,
+            )
+            for _ in scripts:
+                await conn.read_response()
+        except BaseException:
+            await self.route.lost(conn)
+            raise
+
     async def close(self) -> None:
         """Let the batch on the wire finish (its callers are waiting for it), then give the
-        connection back to the pool."""
+        connection back."""
         sender = self._sender
         if sender is not None:
             await asyncio.wait([sender], timeout=1.0)
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await self._redis.connection_pool.release(conn)
+        await self.route.close()
 
     async def _drain(self) -> None:
         try:
@@ -111,31 +162,119 @@ class ScriptPipeline:
     async def _send(self, batch: list[_Queued]) -> None:
         if not batch:
             return
-        redis = self._redis
         try:
-            shas = {id(q.script): q.script.sha or await q.script.load(redis) for q in batch}
-            packed = b"".join(
-                pack_command(("EVALSHA", shas[id(q.script)], len(q.keys), *q.keys, *q.args))
-                for q in batch
-            )
-            replies = await self._round_trip(packed, len(batch))
+            conn = await self.route.connection()
+            replies = await self._exchange(conn, [_evalsha(q) for q in batch], len(batch))
         except Exception as err:  # the whole batch failed: connection, timeout, …
             for q in batch:
                 _settle(q, err)
             return
         self.batches += 1
         self.calls += len(batch)
+        redirected: list[tuple[_Queued, ResponseError]] | None = None
         for q, reply in zip(batch, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                reply = await self._retry(q)
+            if isinstance(reply, _REDIRECTS):
+                redirected = redirected or []
+                redirected.append((q, reply))
+            else:
+                _settle(q, reply)
+        if redirected:
+            await self._follow(redirected)
+
+    async def _follow(self, redirected: list[tuple[_Queued, ResponseError]]) -> None:
+        """Send redirected calls again (in their order) until each has a real reply, or
+        the rounds or the time run out (then each gets its last reply: an error)."""
+        deadline = time.monotonic() + self.bound
+        rounds = 0
+        while redirected:
+            self.redirects += len(redirected)
+            self.followed.update(type(err).__name__ for _, err in redirected)
+            rounds += 1
+            if rounds > _ROUNDS or time.monotonic() > deadline:
+                break
+            try:
+                redirected = await self._round(redirected)
+            except Exception as err:
+                for q, _ in redirected:
+                    _settle(q, err)
+                return
+        for q, reply in redirected:
             _settle(q, reply)
 
-    async def _round_trip(self, packed: bytes, count: int) -> list[Any]:
-        """Write the packed commands on the pipeline's connection and read their `count`
-        replies (an error reply is returned in its place, not raised)."""
-        conn = await self._connection()
+    async def _round(
+        self, redirected: list[tuple[_Queued, ResponseError]]
+    ) -> list[tuple[_Queued, ResponseError]]:
+        errors = [err for _, err in redirected]
+        moved = next((e for e in reversed(errors) if isinstance(e, MovedError)), None)
+        if moved is not None and not await self.route.moved(moved):
+            redirected = self._give_up(redirected, MovedError)  # not a cluster client
+            errors = [err for _, err in redirected]
+        if any(isinstance(e, TryAgainError) for e in errors):
+            await asyncio.sleep(_TRYAGAIN_PAUSE)
+        asked = [(q, e) for q, e in redirected if isinstance(e, AskError)]
+        again = [q for q, e in redirected if not isinstance(e, AskError)]
+        out: list[tuple[_Queued, ResponseError]] = []
+        if again:
+            conn = await self.route.connection()
+            loads = _loads(again)
+            replies = await self._exchange(
+                conn, [*loads, *(_evalsha(q) for q in again)], len(loads) + len(again)
+            )
+            out += self._settle_round(again, replies[len(loads) :])
+        if asked:
+            out += await self._ask(asked)
+        return out
+
+    def _give_up(
+        self, redirected: list[tuple[_Queued, ResponseError]], kind: type[ResponseError]
+    ) -> list[tuple[_Queued, ResponseError]]:
+        """Settle the calls the route would not follow (`kind`); the rest go on."""
+        rest = []
+        for q, err in redirected:
+            if isinstance(err, kind):
+                _settle(q, err)
+            else:
+                rest.append((q, err))
+        return rest
+
+    async def _ask(
+        self, asked: list[tuple[_Queued, AskError]]
+    ) -> list[tuple[_Queued, ResponseError]]:
+        """ASKING and the call, on the importing node, for each call ASK redirected."""
+        target = await self.route.asking(asked[-1][1])
+        if target is None:
+            return self._give_up(list(asked), AskError)
+        conn, lent = target
+        calls = [q for q, _ in asked]
+        loads = _loads(calls)
+        asking = _pack("ASKING")
+        packed = [*loads]
+        for q in calls:
+            packed += [asking, _evalsha(q)]
         try:
-            await conn.send_packed_command(packed, check_health=False)
+            replies = await self._exchange(conn, packed, len(packed))
+        finally:
+            self.route.lend_back(lent, conn)
+        return self._settle_round(calls, replies[len(loads) + 1 :: 2])
+
+    def _settle_round(
+        self, calls: list[_Queued], replies: list[Any]
+    ) -> list[tuple[_Queued, ResponseError]]:
+        left: list[tuple[_Queued, ResponseError]] = []
+        for q, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, _REDIRECTS):
+                left.append((q, reply))
+            else:
+                _settle(q, reply)
+        return left
+
+    async def _exchange(
+        self, conn: AbstractConnection, packed: list[bytes], count: int
+    ) -> list[Any]:
+        """Write the packed commands on `conn` and read their `count` replies (an error
+        reply is returned in its place, not raised)."""
+        try:
+            await conn.send_packed_command(b"".join(packed), check_health=False)
             replies: list[Any] = []
             for _ in range(count):
                 try:
@@ -144,36 +283,8 @@ class ScriptPipeline:
                     replies.append(err)
             return replies
         except BaseException:
-            # Replies may be left unread: the next batch starts on a fresh connection.
-            await conn.disconnect()
+            await self.route.lost(conn)
             raise
-
-    async def _connection(self) -> AbstractConnection:
-        """The pipeline's connection, checked as redis-py's pool checks one it hands out:
-        connected, and holding no unread data (a server that closed it reads as EOF)."""
-        conn = self._conn
-        if conn is None:
-            pool = self._redis.connection_pool
-            taken: AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
-            self._conn = taken
-            return taken
-        await conn.connect()  # type: ignore[no-untyped-call]  # a no-op while connected
-        try:
-            stale = await conn.can_read()
-        except (RedisError, OSError):  # closed under it: redis-py's ConnectionError
-            stale = True
-        if stale:
-            await conn.disconnect()
-            await conn.connect()  # type: ignore[no-untyped-call]
-        return conn
-
-    async def _retry(self, q: _Queued) -> Any:
-        """One call again after NOSCRIPT: load the script, send it alone."""
-        try:
-            sha = await q.script.load(self._redis)
-            return await self._redis.evalsha(sha, len(q.keys), *q.keys, *q.args)
-        except Exception as err:
-            return err
 
 
 def _settle(q: _Queued, reply: Any) -> None:

@@ -1,21 +1,34 @@
-"""The Redis connection: one client per app, in `app[REDIS]` (None without ELOVA_REDIS_URL).
+"""The Redis connection: one client per app, in `app[REDIS]` (None without Redis settings).
+
+ELOVA_REDIS_MODE picks the client: `standalone` a `redis.asyncio.Redis` on ELOVA_REDIS_URL;
+`cluster` a `RedisCluster` that discovers the cluster from the node ELOVA_REDIS_URL names
+(any node); `sentinel` a `Redis` whose connections ask ELOVA_REDIS_SENTINELS for the
+current master of ELOVA_REDIS_SENTINEL_MASTER each time they connect. In sentinel mode only
+the URL's credentials, database number, scheme (`rediss` = TLS) and query options (such as
+`ssl_ca_certs`) are used; the sentinels are reached with the same TLS settings and with
+ELOVA_REDIS_SENTINEL_PASSWORD when they have a password of their own.
 
 redis-py's defaults suit a cache, not an admission on every request: its retry policy turns
 a refused connection into seconds of stall, and its timeouts are unbounded. Here a call to
-Redis either answers within ELOVA_REDIS_TIMEOUT_MS (default 250 ms) or fails at once, and
-the circuit breaker in the admission decides what happens next. Nothing connects at start:
-the service starts and stays ready while Redis is down.
+Redis either answers within ELOVA_REDIS_TIMEOUT_MS (default 250 ms) or fails at once, in
+every mode, and the circuit breaker in the admission decides what happens next. Nothing
+connects at start: the service starts and stays ready while Redis is down.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import redis.asyncio as aioredis
 from aiohttp import web
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 
+from service.config import Config, RedisEngine
 from service.keys import CONFIG, REDIS
 
 # Connect and read timeouts (the default of ELOVA_REDIS_TIMEOUT_MS). An admission script runs
@@ -24,31 +37,99 @@ from service.keys import CONFIG, REDIS
 # busy event loop alone made replies "late" and turned them into spurious 429s.
 REDIS_TIMEOUT_SECONDS = 0.25
 
+RedisClient = aioredis.Redis | RedisCluster
+
+# The query options of a URL that configure TLS (redis-py's names): the sentinels get them.
+_TLS_OPTIONS = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs",
+                "ssl_check_hostname", "ssl_ca_data", "ssl_password", "ssl_min_version")  # fmt: skip
+
+
+def _bounded(timeout: float) -> dict[str, Any]:
+    return {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
+        "health_check_interval": 0,
+    }
+
 
 def make_client(url: str, *, timeout: float = REDIS_TIMEOUT_SECONDS) -> aioredis.Redis:
-    """A client that never retries and never waits longer than `timeout` for one step."""
+    """A standalone client that never retries and never waits longer than `timeout` for one
+    step."""
     client: aioredis.Redis = aioredis.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-        retry_on_error=[],
-        health_check_interval=0,
-        decode_responses=False,
+        url, retry_on_error=[], decode_responses=False, **_bounded(timeout)
     )
     return client
 
 
+def make_cluster_client(url: str, *, timeout: float = REDIS_TIMEOUT_SECONDS) -> RedisCluster:
+    """A cluster client seeded with the one node `url` names; the rest is discovered."""
+    return RedisCluster.from_url(url, decode_responses=False, **_bounded(timeout))
+
+
+class SentinelClient:
+    """The sentinels and the master they name: `master` is the client the admission uses."""
+
+    def __init__(
+        self,
+        sentinels: tuple[tuple[str, int], ...],
+        master_name: str,
+        url: str | None,
+        *,
+        timeout: float = REDIS_TIMEOUT_SECONDS,
+        sentinel_password: str | None = None,
+    ) -> None:
+        options: dict[str, Any] = dict(parse_url(url)) if url else {}
+        for taken_from_sentinels in ("host", "port", "path"):
+            options.pop(taken_from_sentinels, None)
+        tls = options.pop("connection_class", None) is SSLConnection
+        sentinel_options = {k: options[k] for k in _TLS_OPTIONS if k in options}
+        self.sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(sentinels),
+            sentinel_kwargs={
+                **_bounded(timeout),
+                "ssl": tls,
+                "password": sentinel_password,
+                **sentinel_options,
+            },
+            **_bounded(timeout),
+        )
+        self.master: aioredis.Redis = self.sentinel.master_for(
+            master_name, ssl=tls, retry_on_error=[], decode_responses=False, **options
+        )
+
+    async def aclose(self) -> None:
+        await self.master.aclose()
+        for sentinel in self.sentinel.sentinels:
+            await sentinel.aclose()
+
+
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
     """Cleanup context: the client lives as long as the app; closed after the admission."""
-    url = app[CONFIG].redis_url
-    if url is None:
-        app[REDIS] = None
-        yield
-        return
-    client = make_client(url, timeout=app[CONFIG].limits.redis_timeout_seconds)
+    cfg: Config = app[CONFIG]
+    engine: RedisEngine = cfg.redis_engine
+    timeout = cfg.limits.redis_timeout_seconds
+    closing: Any
+    if engine.mode == "sentinel":
+        assert engine.sentinel_master is not None
+        sentinel = SentinelClient(
+            engine.sentinels,
+            engine.sentinel_master,
+            cfg.redis_url,
+            timeout=timeout,
+            sentinel_password=engine.sentinel_password,
+        )
+        client: RedisClient | None = sentinel.master
+        closing = sentinel
+    elif cfg.redis_url is None:
+        client = closing = None
+    elif engine.mode == "cluster":
+        client = closing = make_cluster_client(cfg.redis_url, timeout=timeout)
+    else:
+        client = closing = make_client(cfg.redis_url, timeout=timeout)
     app[REDIS] = client
     try:
         yield
     finally:
-        await client.aclose()
+        if closing is not None:
+            await closing.aclose()

@@ -9,7 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,12 +17,15 @@ from uuid import UUID, uuid4
 
 import pytest
 import redis.asyncio as aioredis
+from aiohttp.test_utils import TestClient
 
+from service.app import create_app
 from service.auth.caller import ALL_SCOPES, Caller
-from service.config import Limits
+from service.config import Config, Limits
 from service.limits.admission import Admission
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, make_client
 from service.metrics import Metrics
+from tests.support.engines_redis import RedisClusterSet, RedisSentinelSet
 from tests.support.services import REDIS_URL
 
 
@@ -199,3 +202,62 @@ async def wait_for(check: Callable[[], Any], timeout: float = 3.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+# Real Redis engines (issue 12), one set of each per test session ------------------------
+
+ENGINE_PASSWORD = "elova-engines-pw"
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterSet]:
+    """Three masters with a password, on free loopback ports, for the whole session."""
+    cluster = RedisClusterSet(tmp_path_factory.mktemp("redis-cluster"), password=ENGINE_PASSWORD)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSentinelSet]:
+    """A master, a replica and three sentinels, with a password, for the whole session
+    (a failover test leaves the old replica as the master)."""
+    found = RedisSentinelSet(tmp_path_factory.mktemp("redis-sentinel"), password=ENGINE_PASSWORD)
+    try:
+        found.start()
+        yield found
+    finally:
+        found.stop()
+
+
+# Whole replicas (the app in process) on those engines ------------------------------------
+
+ENGINE_CAP = 4  # the global cap the engine tests contend for across two replicas
+ENGINE_LIMITS = {
+    "LIMIT_GLOBAL_CONCURRENCY": str(ENGINE_CAP),
+    "LIMIT_ACCOUNT_CONCURRENCY": "1000",
+    "LIMIT_APPROVAL_PER_MINUTE": "1000000",
+    "EXPECTED_REPLICAS": "2",
+    # Leases a dead master's replica may still hold after a failover free themselves soon.
+    "REQUEST_DEADLINE_SECONDS": "2",
+    "LEASE_GRACE_SECONDS": "0.5",
+    "REDIS_TIMEOUT_MS": "500",
+}
+
+AppClient = TestClient[Any, Any]
+StartReplica = Callable[..., Awaitable[AppClient]]
+
+
+@pytest.fixture
+def start_replica(
+    aiohttp_client: Callable[..., Awaitable[AppClient]], make_config: Callable[..., Config]
+) -> StartReplica:
+    """One replica (the whole app, in process, with its background health check); keyword
+    overrides are ELOVA_* settings on top of ENGINE_LIMITS."""
+
+    async def start(**overrides: Any) -> AppClient:
+        return await aiohttp_client(create_app(make_config(**{**ENGINE_LIMITS, **overrides})))
+
+    return start

@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Callable[[Config], object]] = {
     "ELOVA_REDIS_TIMEOUT_MS": lambda c: round(c.limits.redis_timeout_seconds * 1000),
     "ELOVA_REDIS_BREAKER_FAILURES": lambda c: c.limits.breaker_failures,
     "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS": lambda c: c.limits.breaker_cooldown_seconds,
+    "ELOVA_REDIS_MODE": lambda c: c.redis_engine.mode,
 }
 # Settings documented as off/unset/none by default.
 UNSET: dict[str, Callable[[Config], object]] = {
@@ -46,6 +47,9 @@ UNSET: dict[str, Callable[[Config], object]] = {
     "ELOVA_PREVIOUS_SIGNING_KEY_FILES": lambda c: c.previous_signing_keys_pem or None,
     "ELOVA_METRICS_PORT": lambda c: c.metrics_port,
     "ELOVA_LIMIT_ACCOUNT_PER_DAY": lambda c: c.limits.account_per_day,
+    "ELOVA_REDIS_SENTINELS": lambda c: c.redis_engine.sentinels or None,
+    "ELOVA_REDIS_SENTINEL_MASTER": lambda c: c.redis_engine.sentinel_master,
+    "ELOVA_REDIS_SENTINEL_PASSWORD": lambda c: c.redis_engine.sentinel_password,
 }
 
 
