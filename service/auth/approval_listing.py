@@ -55,7 +55,7 @@ async def list_active_approvals(
             "approvalId": str(r["id"]),
             "clientId": r["client_id"],
             "clientName": r["client_name"],
-            "registration": r["kind"],  # operator (elova-mcp approve) or dynamic (RFC 7591)
+            "registration": r["kind"],  # operator (approve), dynamic (RFC 7591) or metadata (CIMD)
             "scope": " ".join(r["scopes"]),
             "workspaces": [
                 {"id": str(i), "name": n}
