@@ -22,7 +22,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Request and rate limits (SEMANTICS §7); defaults are the specification's."""
+    """Request and rate limits (docs/limits.md); defaults are the specification's."""
 
     global_concurrency: int = 4
     account_concurrency: int = 2
@@ -308,7 +308,7 @@ def _non_negative_float(raw: str) -> float:
 def _grace(raw: str) -> float:
     value = float(raw)
     if not 0 <= value <= 5:
-        raise ValueError("the lease grace is at most 5 seconds (SEMANTICS §7)")
+        raise ValueError("the lease grace is at most 5 seconds (docs/limits.md)")
     return value
 
 

@@ -3,7 +3,7 @@
 - `/livez` answers from the process alone: a restart cannot fix a database outage, so
   liveness never looks at dependencies.
 - `/readyz` is 200 while PostgreSQL answers; Redis down only degrades the limits to
-  per-process ones (SEMANTICS §7), so it is reported (`"redis": "degraded"` while the
+  per-process ones (docs/limits.md), so it is reported (`"redis": "degraded"` while the
   shared limiter does not answer a real script call) but never fails readiness.
 - On SIGTERM (or SIGINT) readiness fails first while the listener keeps serving for
   `drain_seconds`, so load balancers stop routing here; then the listener closes, in-flight

@@ -8,7 +8,7 @@
 - `check_redis`: one PING at start. A refused login or TLS handshake stops the start (no
   retry fixes it, and running on would put every replica on per-process limits without a
   word); a Redis that does not answer is only logged, as the service starts and stays ready
-  while Redis is down (SEMANTICS §7).
+  while Redis is down (docs/limits.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The demo snapshot that `make run` loads: `demo_snapshot(seed, now)` builds the document.
 
-The document is the snapshot file format (SEMANTICS §1). It is deterministic for a seed and
-a `now`; record ids depend on the seed alone, so loading it again later updates the same
+The document is the snapshot file format (docs/snapshot-format.md). It is deterministic for a seed
+and a `now`; record ids depend on the seed alone, so loading it again later updates the same
 records with fresher times. What it contains is described in docs/decisions/demo.md.
 """
 

@@ -7,7 +7,7 @@ forms from one generator:
 - **rows** for `COPY` into the tables, with every derived column the snapshot loader
   computes (node inventory, bounded history report, cost state), in the loader's own
   functions (`clean_nodes`, `bound_inventory`, `bound_history`);
-- **snapshot records** (SEMANTICS §1), so tests can load the same data through the loader
+- **snapshot records** (docs/snapshot-format.md), so tests can load the same data through the loader
   and compare (tests/demo/test_bulk.py).
 
 Executions are generated in chunks of `CHUNK` by index, each chunk from a random stream of

@@ -1,4 +1,4 @@
-"""Admission limits (SEMANTICS §7): the Redis client and the `Admission` limiter of an app.
+"""Admission limits (docs/limits.md): the Redis client and the `Admission` limiter of an app.
 
 `setup_limits(app)` registers two cleanup contexts, in dependency order: the Redis client
 (`app[REDIS]`, None without Redis settings), then the admission (`app[ADMISSION]`) with

@@ -4,7 +4,7 @@
 `Admission.release(grant)` frees its concurrency slots (idempotent). With Redis the whole
 check-and-take is one Lua script (admit.lua, EVALSHA) on Redis time; without Redis, or
 while the circuit breaker holds Redis open, a per-process limiter with this replica's share
-of each cap answers instead (SEMANTICS §7). Entering and leaving that degraded mode is
+of each cap answers instead (docs/limits.md). Entering and leaving that degraded mode is
 logged once each and exported through `Metrics.limiter_degraded`.
 
 Every key of one script call shares one hash slot (`{limits}` hash tag), because the

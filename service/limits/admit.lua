@@ -1,4 +1,4 @@
--- Admission: check and take, atomically, every limit of one request (SEMANTICS §7).
+-- Admission: check and take, atomically, every limit of one request (docs/limits.md).
 --
 -- KEYS[1] global leases      ZSET request id -> lease expiry (ms, Redis time)
 -- KEYS[2] account leases     ZSET request id -> lease expiry

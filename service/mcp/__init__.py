@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP on `/mcp`: catalog, sessions and the endpoint (SEMANTICS §8)."""
+"""MCP over streamable HTTP on `/mcp`: catalog, sessions and the endpoint (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`tools/call`: look the tool up, check its scope, decode its arguments, run it under the
 deadline, and shape the result (structured output or a tool error) within the response bound.
 
-Error precedence (SEMANTICS §9): unknown tool (JSON-RPC -32602), missing scope (HTTP 403),
+Error precedence (docs/tools.md, Errors): unknown tool (JSON-RPC -32602), missing scope (HTTP 403),
 then whatever the arguments and the handler raise. A tool error never carries a traceback,
 SQL or a secret: unexpected failures are logged with the request id and answered -32603.
 """

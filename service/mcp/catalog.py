@@ -1,6 +1,6 @@
 """The tool catalog served by `tools/list`: elova-tools.json, parsed and encoded once.
 
-The file beside this module is a copy of the product contract (spec/elova-tools.json);
+The file beside this module is the product contract (docs/tools.md documents it);
 `tools/list` answers exactly its tools, in its order, with the five members the file has and
 the top-level `title` of `titles.py` (the file itself is never changed).
 """

@@ -1,6 +1,6 @@
 """The protocol revisions this endpoint speaks, and which era a request belongs to.
 
-Two eras share `/mcp` (SEMANTICS §8). **Modern** (2026-07-28) is stateless: every request
+Two eras share `/mcp` (docs/protocol.md). **Modern** (2026-07-28) is stateless: every request
 names its version in `params._meta` and mirrors it, the method and the tool name into
 headers that must agree with the body. **Session** revisions (2025-11-25, 2025-06-18) open
 with `initialize` and carry `Mcp-Session-Id` afterwards.

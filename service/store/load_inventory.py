@@ -1,5 +1,5 @@
 """Loading the inventory arrays of a snapshot: accounts, workspaces with members, instances,
-sync jobs and workflows (SEMANTICS §1).
+sync jobs and workflows (docs/snapshot-format.md).
 
 Each step decodes its array (msgspec validates types, enums and bounds), sanitises control
 characters in named strings (so stored, sorted and returned values agree), checks references
@@ -385,7 +385,7 @@ _encode = msgspec.json.Encoder().encode
 
 def clean_nodes(nodes: Sequence[NodeIn], where: str) -> list[InventoryNode]:
     """Sanitised nodes in stored order; strings past their output bound are shortened
-    silently (SEMANTICS §9); an empty string or a non-finite version is a LoadError."""
+    silently (docs/reading-rules.md); an empty string or a non-finite version is a LoadError."""
     if len(nodes) > MAX_NODES:
         raise LoadError(
             where, "nodes", f"a workflow has at most {MAX_NODES} nodes, not {len(nodes)}"

@@ -1,5 +1,5 @@
-"""Loading a snapshot file (SEMANTICS §1): one JSON object of record arrays, upserted by id
-inside one transaction, in reference order (accounts, workspaces, instances, sync jobs,
+"""Loading a snapshot file (docs/snapshot-format.md): one JSON object of record arrays, upserted by
+id inside one transaction, in reference order (accounts, workspaces, instances, sync jobs,
 workflows, executions). A bad file raises LoadError and changes nothing.
 """
 

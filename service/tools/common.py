@@ -1,6 +1,6 @@
 """Output pieces shared by several tools: coverage, reference cost, cost coverage.
 
-Coverage (SEMANTICS §2): `firstObservedAt` is the earliest `observedAt` of the records the
+Coverage (docs/reading-rules.md): `firstObservedAt` is the earliest `observedAt` of the records the
 tool reads (executions or workflows) in scope; `lastSuccessfulSyncAt` the latest `lastSyncAt`
 of the instances in scope; `executionsTruncated` when an instance in scope has
 `historyComplete` false; `workflowsTruncated` when one has `workflowInventoryTruncated` true;

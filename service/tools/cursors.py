@@ -1,4 +1,4 @@
-"""Opaque, versioned, authenticated cursors (SEMANTICS §5).
+"""Opaque, versioned, authenticated cursors (docs/reading-rules.md).
 
 Wire form: base64url without padding of
 

@@ -1,11 +1,11 @@
 """What the execution tools read before their rows, in one statement: the workspace (zone,
 read generation, poll interval), whether the instanceId / workflowId filters belong to it, and the
-coverage of the scope (SEMANTICS §2, with service.tools.common's own SQL for it).
+coverage of the scope (docs/reading-rules.md, with service.tools.common's own SQL for it).
 
 One round trip instead of four on the hot path of get_many_executions; for a pending caller
 (the transport left the approval to the tool: `Tool.authorizes`) the same statement also
-reads the approval, one round trip instead of two. Checks stay in the order of SEMANTICS
-§9: the caller reads `read_generation` (cursor staleness) before calling `check_filters`
+reads the approval, one round trip instead of two. Checks stay in the order of docs/tools.md,
+Errors: the caller reads `read_generation` (cursor staleness) before calling `check_filters`
 (NOT_FOUND for a filter outside the workspace).
 """
 

@@ -2,7 +2,7 @@
 
 Order is coalesce(startedAt, createdAt, observedAt) descending, then id descending: the
 generated column `sort_at`, read by keyset on (sort_at, id) with the executions_* indexes.
-A period window (SEMANTICS §3) keeps dated rows whose chronology lies in [start, asOf]; for
+A period window (docs/reading-rules.md) keeps dated rows whose chronology lies in [start, asOf]; for
 dated rows sort_at is the chronology, so the window is a range on the same index. The first
 page's asOf and window start travel in the cursor, so a walk reads one stable window.
 """
@@ -122,7 +122,8 @@ def utc_text_sql(column: str) -> str:
     )
 
 
-# durationMs (SEMANTICS §9): whole milliseconds rounded down, null when negative or missing.
+# durationMs (docs/reading-rules.md): whole milliseconds rounded down, null when negative or
+# missing.
 _DURATION = (
     "CASE WHEN e.stopped_at >= e.started_at"
     " THEN floor(extract(epoch FROM e.stopped_at - e.started_at) * 1000)::bigint END"

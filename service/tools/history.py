@@ -1,4 +1,4 @@
-"""The bounded history report of one execution (SEMANTICS §2 and §9), computed at load time.
+"""The bounded history report of one execution (docs/reading-rules.md), computed at load time.
 
 A snapshot carries the untruncated `history` object of get_execution; the loader bounds it
 once and stores the compact JSON that get_execution returns as is:

@@ -1,6 +1,6 @@
 """What the inventory tools share: the bounded node inventory and fitting a list page.
 
-The node inventory (SEMANTICS §2, §9) is computed once, at load time: the longest
+The node inventory (docs/reading-rules.md) is computed once, at load time: the longest
 stored-order prefix of at most 1000 nodes whose compact UTF-8 JSON (non-ASCII not escaped,
 msgspec's encoding) is at most 32 KiB. `get_workflow` embeds the stored text as is.
 

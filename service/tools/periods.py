@@ -1,4 +1,4 @@
-"""Period windows and statistics buckets in IANA zones (SEMANTICS §3, §9): pure functions.
+"""Period windows and statistics buckets in IANA zones (docs/reading-rules.md): pure functions.
 
 Every boundary is an aware UTC instant computed with zoneinfo (tzdata), never with the
 database's zone tables. "First instant of a local date" is local midnight, or, when a DST

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from service.errors import ValidationError
 
-# Zones are the names the tzdata package knows (SEMANTICS §9), not the host's zone files:
+# Zones are the names the tzdata package knows (docs/reading-rules.md), not the host's zone files:
 # every replica and every test machine computes the same windows.
 zoneinfo.reset_tzpath(to=())
 

@@ -115,7 +115,7 @@ async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
 
 
 def _cost(totals: Sums) -> tuple[Cost | None, CostCoverage]:
-    """The exact sum and its coverage (SEMANTICS §3, §9)."""
+    """The exact sum and its coverage (docs/reading-rules.md)."""
     counted, priced = totals.executions, totals.priced
     amount = totals.cost
     if counted == 0:

@@ -1,6 +1,6 @@
 """get_many_workflows and get_workflow: retained workflow metadata of a workspace.
 
-Lifecycle (SEMANTICS §2): `current` rows are present, not archived and not definition-less;
+Lifecycle (docs/reading-rules.md): `current` rows are present, not archived and not definition-less;
 the rest are `historical`. Lists are ordered by name (code point), then id, with a keyset
 cursor anchored on the last row (see service/tools/inventory.py). `costMedian` and
 `missingMappingObservations` come from workflow_execution_summaries, kept by the executions

@@ -82,7 +82,7 @@ class Audit:
         return structured
 
     async def error(self, name: str, arguments: Any) -> dict[str, Any]:
-        """A tool error: checks its shape (SEMANTICS §4) and returns its `_meta` fields."""
+        """A tool error: checks its shape (docs/tools.md) and returns its `_meta` fields."""
         result = await self.result(name, arguments)
         assert result["isError"] is True, result.get("structuredContent")
         assert "structuredContent" not in result

@@ -1,4 +1,4 @@
-"""SEMANTICS §2 coverage and cost rules and the §9 fine print on executions: coverage scope
+"""docs/reading-rules.md coverage and cost rules and the fine print on executions: coverage scope
 per tool (workspace, or the instanceId; the workspace's for single-record tools), costMedian,
 absent versus null cost, amounts' notation, durationMs, and the period filter of the list."""
 

@@ -1,5 +1,5 @@
-"""SEMANTICS §4, §5 and §9 through /mcp: tool errors, NOT_FOUND that cannot tell another
-workspace's record from none, cursors (every row once, nextCursor exactly when more rows
+"""docs/tools.md and docs/reading-rules.md through /mcp: tool errors, NOT_FOUND that cannot tell
+another workspace's record from none, cursors (every row once, nextCursor exactly when more rows
 exist, bound to tool, filters, limit and approval, stale on a new read generation, byte-exact),
 integer arguments, error precedence and the first 20 instances."""
 

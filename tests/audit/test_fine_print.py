@@ -1,6 +1,7 @@
-"""Smaller rules of SEMANTICS §1, §2 and §9: sorting by the full stored name (not the shortened
-one), instants compared as instants, the `failed` status filter, loader refusals of values no
-tool could return, absent versus null inside a history, and arguments typed as the schema."""
+"""Smaller rules of docs/snapshot-format.md and docs/reading-rules.md: sorting by the full stored
+name (not the shortened one), instants compared as instants, the `failed` status filter, loader
+refusals of values no tool could return, absent versus null inside a history, and arguments typed as
+the schema."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §3 and the §9 fine print on statistics, through /mcp with the real clock:
+"""docs/reading-rules.md and the fine print on statistics, through /mcp with the real clock:
 period windows at local midnight, daily buckets, `all` bucket units, undated and future-dated
 rows, excluded executions, failed = error + crashed, cost sums and cost coverage states.
 DST gaps at midnight cannot be reached with today's clock, so they are checked on the pure

@@ -1,6 +1,6 @@
-"""Loading is an idempotent upsert by id (SEMANTICS §1): reloading a changed record changes
-what every tool derives from it (statistics, costMedian, workflowCount), and loading the same
-file twice changes nothing. The bounded history report (§2, §9): 64 nodes, 128 runs, 16
+"""Loading is an idempotent upsert by id (docs/snapshot-format.md): reloading a changed record
+changes what every tool derives from it (statistics, costMedian, workflowCount), and loading the
+same file twice changes nothing. The bounded history report (§2, §9): 64 nodes, 128 runs, 16
 usage rows, 1000-code-point messages, 64 pinned node ids, 48 KiB; `truncated` and
 `available` → `partial`; unavailable or expired history has no nodes; null token counts."""
 

@@ -1,4 +1,4 @@
-"""get_execution_stats against an independent oracle (SEMANTICS §3): many executions at
+"""get_execution_stats against an independent oracle (docs/reading-rules.md): many executions at
 random instants, at local midnights ± 1 ms of zones with :30 and :45 offsets, and around
 asOf (in the same 15-minute slot, before and after), for every period. Totals, buckets and
 the cost sum must equal what the rules compute from the rows themselves."""

@@ -1,4 +1,4 @@
-"""SEMANTICS §2 and §9, as a user reads them through /mcp: control characters replaced at
+"""docs/reading-rules.md, as a user reads them through /mcp: control characters replaced at
 load, shortening in code points with its flags, code-point order with the lowercase-id
 tie-break, the execution order, lifecycle, and the bounded node inventory."""
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 POOL_SIZE = "10"
 BIG = "1000000000"
 # Limits raised so that admission never refuses, with Redis admission on: every call still
-# runs the admit and release scripts (SEMANTICS §7) — the cost is measured, not skipped.
+# runs the admit and release scripts (docs/limits.md) — the cost is measured, not skipped.
 RAISED_LIMITS = {
     "ELOVA_LIMIT_GLOBAL_CONCURRENCY": BIG,
     "ELOVA_LIMIT_ACCOUNT_CONCURRENCY": BIG,

@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from tests.clients.dataset import Dataset
 
-# The repository's copy of the product contract (identical to shared/spec/elova-tools.json).
+# The product contract as `tools/list` serves it (docs/tools.md).
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
 TOOL_FIELDS = ("name", "description", "inputSchema", "outputSchema", "annotations")
 # The revision the official Python client settles on in each of its connect modes.

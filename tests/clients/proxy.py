@@ -5,7 +5,7 @@ It forwards every request to the service unchanged — method, path, query, body
 header, `Host` and `Origin` included, so the service's own Origin/Host check answers a
 hostile request (the conformance `dns-rebinding-protection` scenario must see its 403) —
 and sets `Authorization: Bearer <token>`. A 429 is retried after its `Retry-After`, as a
-well-behaved harness does (SEMANTICS §8: the per-account cap of 2 refuses the third of
+well-behaved harness does (docs/protocol.md: the per-account cap of 2 refuses the third of
 three simultaneous requests). Responses stream back unchanged, SSE included.
 
 Given several upstreams (replicas), it sends each request to the next one in turn, like a

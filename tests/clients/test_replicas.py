@@ -1,5 +1,5 @@
 """Real clients behind a round-robin load balancer over two `elova-mcp serve` replicas, with no
-session affinity: a session begun on one replica continues on the other (SEMANTICS §8, any
+session affinity: a session begun on one replica continues on the other (docs/protocol.md, any
 replica serves any request). The test proxy plays the balancer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cursor attacks over /mcp (SEMANTICS §5): any cursor that is not, byte for byte, one the
+"""Cursor attacks over /mcp (docs/reading-rules.md): any cursor that is not, byte for byte, one the
 service issued for this very request is VALIDATION_ERROR — bit flips, truncation, extension,
 base64 re-encoding (padding, the `+/` alphabet, case), a cursor moved to another tool,
 filter, limit, approval or account. A genuine cursor replayed after the workspace's read

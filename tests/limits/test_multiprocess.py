@@ -35,7 +35,7 @@ from tests.support.services import REDIS_URL, TestDatabase
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_URL = "http://127.0.0.1:8080"  # one audience for every replica (SEMANTICS §7)
+PUBLIC_URL = "http://127.0.0.1:8080"  # one audience for every replica (docs/limits.md)
 DEADLINE, GRACE, PER_MINUTE = 5, 1, 5
 LEASE_SECONDS = DEADLINE + GRACE
 REPLICAS = 3

@@ -10,7 +10,7 @@ in-process on a loopback port, against a test database.
 
 Every server gets a fresh Ed25519 signing key and a fresh Redis key prefix unless the
 caller sets them; replicas share the key, the prefix and one `ELOVA_PUBLIC_URL` (the token
-audience, SEMANTICS §7), exactly as a deployment behind a load balancer does. Keyword
+audience, docs/limits.md), exactly as a deployment behind a load balancer does. Keyword
 `env` overrides are `ELOVA_*` settings (the prefix may be left off); a value of None
 removes the setting. Start-up waits for `/livez` and fails with the server's own output.
 """

@@ -1,4 +1,4 @@
-"""Building snapshot documents for tests (the format of SEMANTICS §1).
+"""Building snapshot documents for tests (the format of docs/snapshot-format.md).
 
 Record factories return plain dicts with sensible defaults; keyword overrides replace
 fields, and an override of `ABSENT` removes the field (to test absent versus null):
