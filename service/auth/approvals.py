@@ -297,27 +297,6 @@ async def revoke_approval(
     return await _revoke(conn, approval_id, reason)
 
 
-async def active_approvals(conn: asyncpg.Connection, account_id: uuid.UUID) -> list[dict[str, str]]:
-    """The account's active approvals, newest first, as an operator sees them."""
-    rows = await conn.fetch(
-        """SELECT a.id, a.client_id, c.client_name, a.scopes, a.expires_at
-             FROM approvals a JOIN oauth_clients c USING (client_id)
-            WHERE a.account_id = $1 AND a.revoked_at IS NULL AND a.expires_at > now()
-            ORDER BY a.updated_at DESC, a.id""",
-        account_id,
-    )
-    return [
-        {
-            "approvalId": str(r["id"]),
-            "clientId": r["client_id"],
-            "clientName": r["client_name"],
-            "scope": " ".join(r["scopes"]),
-            "expiresAt": r["expires_at"].isoformat(),
-        }
-        for r in rows
-    ]
-
-
 async def approval_client_id(
     conn: asyncpg.Connection | asyncpg.Pool, approval_id: uuid.UUID
 ) -> str:
