@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,10 @@ def test_tool_passes(command: list[str]) -> None:
         [str(BIN / command[0]), *command[1:]], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_mypy_checks_the_service_and_the_tests() -> None:
+    """`mypy` with no arguments (above, and `make lint`) checks what pyproject.toml lists."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["strict"] is True
+    assert {"service", "tests"} <= set(config["packages"])

@@ -67,7 +67,10 @@ async def test_coverage_scope_per_tool(audit: AuditFactory) -> None:
     a_ex = _expect("2025-01-03T00:00:00Z", "2025-01-15T09:00:00Z", False, False)
     ws_wf = _expect("2025-01-01T00:00:00Z", "2025-01-16T09:00:00Z", True, True)
     a_wf = _expect("2025-01-02T00:00:00Z", "2025-01-15T09:00:00Z", False, False)
-    got = lambda out: _norm(out["coverage"])  # noqa: E731
+
+    def got(out: dict[str, Any]) -> dict[str, Any]:
+        return _norm(out["coverage"])
+
     assert got(await a.ok("get_many_executions", {"workspaceId": wid})) == ws_ex
     assert (
         got(await a.ok("get_many_executions", {"workspaceId": wid, "instanceId": w["a"]["id"]}))
@@ -124,9 +127,8 @@ async def _median(audit: AuditFactory, rows: list[dict[str, Any]]) -> dict[str, 
         snap.execution(inst, wf, **row)
     a = await audit(snap)
     listed = (await a.ok("get_many_workflows", {"workspaceId": ws["id"]}))["workflows"][0]
-    single = (await a.ok("get_workflow", {"workspaceId": ws["id"], "workflowId": wf["id"]}))[
-        "workflow"
-    ]
+    one = await a.ok("get_workflow", {"workspaceId": ws["id"], "workflowId": wf["id"]})
+    single: dict[str, Any] = one["workflow"]
     assert listed.get("costMedian") == single.get("costMedian")
     assert listed.get("missingMappingObservations") == single.get("missingMappingObservations")
     return single
@@ -245,7 +247,10 @@ async def test_undated_rows_only_in_period_all(audit: AuditFactory) -> None:
     undated = snap.execution(inst, startedAt=None, createdAt=None, observedAt=now.isoformat())
     future = snap.execution(inst, startedAt=(now + timedelta(hours=2)).isoformat())
     a = await audit(snap)
-    ids = lambda out: {r["id"] for r in out["executions"]}  # noqa: E731
+
+    def ids(out: dict[str, Any]) -> set[str]:
+        return {r["id"] for r in out["executions"]}
+
     everything = await a.ok("get_many_executions", {"workspaceId": ws["id"]})
     assert everything["period"] == "all" and everything["timeZone"] == "UTC"
     assert ids(everything) == {recent["id"], undated["id"], future["id"]}

@@ -70,7 +70,10 @@ async def test_failed_filter_is_error_and_crashed(audit: AuditFactory) -> None:
     statuses = ("success", "error", "crashed", "canceled", "running", "waiting", "new", "unknown")
     made = {s: [snap.execution(inst, status=s) for _ in range(3)] for s in statuses}
     a = await audit(snap)
-    ids = lambda rows: sorted(r["id"] for r in rows)  # noqa: E731
+
+    def ids(rows: list[dict[str, Any]]) -> list[str]:
+        return sorted(r["id"] for r in rows)
+
     failed = await a.pages(
         "get_many_executions",
         {"workspaceId": ws["id"], "status": "failed", "limit": 2},
@@ -120,7 +123,10 @@ async def test_history_execution_error_absent_and_null_stay_distinct(audit: Audi
         inst, history={**_history([]), "executionError": {"name": "E", "message": "m"}}
     )
     a = await audit(snap)
-    get = lambda ex: a.ok("get_execution", {"workspaceId": ws["id"], "executionId": ex["id"]})  # noqa: E731
+
+    async def get(ex: dict[str, Any]) -> dict[str, Any]:
+        return await a.ok("get_execution", {"workspaceId": ws["id"], "executionId": ex["id"]})
+
     assert "executionError" not in (await get(absent))["history"]
     assert (await get(null))["history"]["executionError"] is None
     assert (await get(given))["history"]["executionError"] == {"name": "E", "message": "m"}

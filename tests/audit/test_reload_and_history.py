@@ -7,6 +7,7 @@ usage rows, 1000-code-point messages, 64 pinned node ids, 48 KiB; `truncated` an
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -120,7 +121,7 @@ async def test_history_within_bounds_is_untouched(audit: AuditFactory) -> None:
 
 
 async def test_history_counts_are_cut_and_flagged(audit: AuditFactory) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
         (_history([_node(i, []) for i in range(65)]), lambda r: len(r["nodes"]) == 64),
         (_history([_node(0, [_run(i) for i in range(129)])]),
          lambda r: len(r["nodes"][0]["runs"]) == 128),

@@ -55,7 +55,12 @@ def _oracle(
         starts = [_midnight(today - timedelta(days=d), zone) for d in range(days - 1, -1, -1)]
         for i, s in enumerate(starts):
             end = starts[i + 1] if i + 1 < len(starts) else None
-            b = {"at": s.astimezone(zone).isoformat(), "success": 0, "failed": 0, "other": 0}
+            b: dict[str, Any] = {
+                "at": s.astimezone(zone).isoformat(),
+                "success": 0,
+                "failed": 0,
+                "other": 0,
+            }
             for r in counted:
                 t = r["_t"]
                 if t is not None and s <= t and (t < end if end else t <= as_of):
@@ -100,7 +105,7 @@ async def test_stats_equal_the_oracle(audit: AuditFactory, zone_name: str) -> No
             inst,
             status=status,
             startedAt=None if (t is None or use_created) else _z(t),
-            createdAt=_z(t) if use_created else (None if t is None else "2000-01-01T00:00:00Z"),
+            createdAt=None if t is None else (_z(t) if use_created else "2000-01-01T00:00:00Z"),
             **extra,
         )
         rows.append({**row, "_t": t})

@@ -153,7 +153,10 @@ async def test_names_sort_by_code_point_then_lowercase_id(audit: AuditFactory) -
     wfs = [snap2.workflow(insts[0], name=n) for n in [*names, "b\x85", "b" + R]]
     a2 = await audit(snap2)
     got_i = (await a2.ok("get_many_instances", {"workspaceId": ws["id"]}))["instances"]
-    clean = lambda s: s.replace("\x01", R).replace("\x85", R)  # noqa: E731
+
+    def clean(s: str) -> str:
+        return s.replace("\x01", R).replace("\x85", R)
+
     assert [i["id"] for i in got_i] == sorted(
         (i["id"] for i in insts),
         key=lambda i: (clean(next(x["name"] for x in insts if x["id"] == i)), i),
@@ -228,7 +231,10 @@ async def test_lifecycle_current_and_historical(audit: AuditFactory) -> None:
     ]
     a = await audit(snap)
     wid = ws["id"]
-    ids = lambda page: [w["id"] for w in page["workflows"]]  # noqa: E731
+
+    def ids(page: dict[str, Any]) -> list[str]:
+        return [w["id"] for w in page["workflows"]]
+
     assert ids(await a.ok("get_many_workflows", {"workspaceId": wid})) == [w["id"] for w in current]
     assert ids(
         await a.ok("get_many_workflows", {"workspaceId": wid, "lifecycle": "historical"})

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import msgspec
 import pytest
 from aiohttp import web
@@ -53,7 +53,7 @@ class DemoClient:
         rows: list[dict[str, Any]] = []
         cursor = None
         while True:
-            extra = {"cursor": cursor} if cursor else {}
+            extra: dict[str, Any] = {"cursor": cursor} if cursor else {}
             page = await self.call(tool, **arguments, **extra)
             rows += page[key]
             cursor = page["nextCursor"]

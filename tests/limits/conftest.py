@@ -17,6 +17,7 @@ from uuid import UUID, uuid4
 
 import pytest
 import redis.asyncio as aioredis
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
@@ -246,7 +247,7 @@ ENGINE_LIMITS = {
     "REDIS_TIMEOUT_MS": "500",
 }
 
-AppClient = TestClient[Any, Any]
+AppClient = TestClient[web.Request, web.Application]
 StartReplica = Callable[..., Awaitable[AppClient]]
 
 

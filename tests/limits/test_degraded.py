@@ -170,7 +170,7 @@ async def test_timed_out_admission_is_compensated(
     keys = admission.keys(caller.account_id, caller.approval_id)
 
     # Redis stalls 0.4 s: the admission times out on the replica, yet Redis runs it later.
-    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.4"))  # type: ignore[no-untyped-call]
+    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.4"))
     await asyncio.sleep(0.05)
     started = time.monotonic()
     with pytest.raises(LimitExceeded) as refused:
@@ -201,7 +201,7 @@ async def test_client_gone_mid_admission_is_compensated(
     await admission.release(await admission.acquire("warm", caller))
     direct = aioredis.Redis.from_url(redis_server.url)
     keys = admission.keys(caller.account_id, caller.approval_id)
-    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.3"))  # type: ignore[no-untyped-call]
+    sleeper = asyncio.create_task(direct.execute_command("DEBUG", "SLEEP", "0.3"))
     await asyncio.sleep(0.05)
     # The client disconnects while the admission is on its way: aiohttp cancels the handler.
     pending = asyncio.create_task(admission.acquire("gone", caller))

@@ -214,7 +214,11 @@ async def test_sentinel_switchover_mid_traffic_is_followed(
         assert limiter.pipeline is not None
         route = limiter.pipeline.route
         assert isinstance(route, StandaloneRoute)
-        await wait_for(lambda r=route: r.address == ("127.0.0.1", new.port), timeout=5.0)
+
+        def on_new_master(r: StandaloneRoute = route) -> bool:
+            return r.address == ("127.0.0.1", new.port)
+
+        await wait_for(on_new_master, timeout=5.0)
     moved = time.monotonic() - switched
     await wait_for(lambda: not any(limiter.degraded for limiter in limiters), timeout=5.0)
     traffic.cancel()

@@ -34,7 +34,7 @@ class Wire:
 
     @property
     def app(self) -> web.Application:
-        return self.client.app  # type: ignore[return-value]
+        return self.client.app
 
     def base_headers(self, **extra: str) -> dict[str, str]:
         headers = {
@@ -125,7 +125,7 @@ async def approve(app: web.Application, scopes: str = "workspaces:read n8n:read"
 @pytest.fixture
 async def wire(aiohttp_client: ClientFactory, config: Config) -> Wire:
     client = await aiohttp_client(create_app(config))
-    granted = await approve(client.app)  # type: ignore[arg-type]
+    granted = await approve(client.app)
     w = Wire(client, granted["token"])
     w.workspace_id = granted["workspace_id"]
     w.approval_id = granted["approval_id"]
@@ -141,7 +141,7 @@ def make_wire(aiohttp_client: ClientFactory, make_config: Callable[..., Config])
 
     async def build(scopes: str = "workspaces:read n8n:read", **overrides: Any) -> Wire:
         client = await aiohttp_client(create_app(make_config(**overrides)))
-        granted = await approve(client.app, scopes)  # type: ignore[arg-type]
+        granted = await approve(client.app, scopes)
         w = Wire(client, granted["token"])
         w.workspace_id = granted["workspace_id"]
         w.approval_id = granted["approval_id"]

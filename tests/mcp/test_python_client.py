@@ -38,7 +38,7 @@ async def test_official_client_lists_and_calls(served: dict[str, Any], mode: str
     headers = {"Authorization": f"Bearer {served['token']}"}
     async with httpx2.AsyncClient(headers=headers) as http:
         transport = streamable_http_client(served["url"], http_client=http)
-        async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(transport, mode=mode) as client:
             expected = "2026-07-28" if mode == "auto" else "2025-11-25"
             assert client.session.protocol_version == expected
             listed = await client.list_tools()

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiohttp import web
+from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
@@ -38,7 +38,7 @@ class OAuth:
 
     @property
     def pool(self) -> asyncpg.Pool:
-        return self.http.app[DB_POOL]  # type: ignore[index]
+        return self.http.app[DB_POOL]
 
     @property
     def resource(self) -> str:
@@ -66,7 +66,7 @@ class OAuth:
             allow_redirects=False,
         )
 
-    async def approval_page(self, params: dict[str, str]) -> tuple[Any, str]:
+    async def approval_page(self, params: dict[str, str]) -> tuple[ClientResponse, str]:
         resp = await self.http.get("/authorize", params=params, allow_redirects=False)
         return resp, await resp.text()
 

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from yarl import URL
 
 from service.keys import DB_POOL
 from tests.oauth.flow import PASSWORD, bearer, pkce, seed_account, tool_call
@@ -116,7 +117,7 @@ async def test_browser_flow_end_to_end(test_database: TestDatabase, callback: Ca
             "scope": "workspaces:read n8n:read",
             "resource": prm["resource"],
         }
-        authorize_url = str(aiohttp.client.URL(asm["authorization_endpoint"]).with_query(params))
+        authorize_url = str(URL(asm["authorization_endpoint"]).with_query(params))
         async with Browser() as browser:
             await browser.get(authorize_url)
             assert "/signin" in await browser.url()

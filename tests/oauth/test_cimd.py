@@ -333,7 +333,7 @@ async def test_resolver_refuses_names_with_private_addresses() -> None:
 
 
 async def test_fetch_session_is_closed_with_the_app(cimd: OAuth) -> None:
-    clients = cimd.http.app[METADATA_CLIENTS]  # type: ignore[index]
+    clients = cimd.http.app[METADATA_CLIENTS]
     assert clients.allow_private is True
     assert clients.ceiling == 300
 

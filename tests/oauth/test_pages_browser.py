@@ -18,6 +18,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from yarl import URL
 
 from service.keys import DB_POOL
 from tests.oauth.flow import PASSWORD, bearer, pkce, seed_account, tool_call
@@ -104,7 +105,7 @@ async def test_pages_at_phone_and_desktop_widths(
             "scope": "workspaces:read n8n:read",
             "resource": server.mcp_url,
         }
-        authorize_url = str(aiohttp.client.URL(server.base_url + "/authorize").with_query(params))
+        authorize_url = str(URL(server.base_url + "/authorize").with_query(params))
 
         async with Browser() as browser:
             # A refused authorization request is a page too.

@@ -30,7 +30,8 @@ def render() -> str:
         "metadata": {"name": "elova-mcp"},
         "spec": {"groups": rules["groups"]},
     }
-    return HEADER + yaml.safe_dump(resource, sort_keys=False, width=100)
+    body: str = yaml.safe_dump(resource, sort_keys=False, width=100)
+    return HEADER + body
 
 
 def main(argv: list[str]) -> int:

@@ -45,6 +45,13 @@ async def summary(conn: asyncpg.Connection, wf: dict[str, Any]) -> asyncpg.Recor
     )
 
 
+async def summary_row(conn: asyncpg.Connection, wf: dict[str, Any]) -> asyncpg.Record:
+    """The workflow's summary, which must exist."""
+    row = await summary(conn, wf)
+    assert row is not None, f"no summary for workflow {wf['id']}"
+    return row
+
+
 async def test_stores_sanitised_fields_cost_states_and_history(conn: asyncpg.Connection) -> None:
     snap, ws, inst, wf = base()
     absent = snap.execution(inst, wf, workflowName="Orders\x07\u0085", sourceId="1\x00")
@@ -167,8 +174,8 @@ async def test_upsert_by_id_moves_summaries_between_workflows(conn: asyncpg.Conn
     moving = snap.execution(inst, wf, cost={"amount": "2"})
     snap.execution(inst, wf2, cost={"amount": "4"})
     await load_snapshot(conn, snap.document())
-    assert (await summary(conn, wf))["total_executions"] == 1
-    assert (await summary(conn, wf2))["median_amount"] == Decimal("4")
+    assert (await summary_row(conn, wf))["total_executions"] == 1
+    assert (await summary_row(conn, wf2))["median_amount"] == Decimal("4")
 
     moving["workflowId"] = wf2["id"]
     moving["status"] = "error"
@@ -181,7 +188,7 @@ async def test_upsert_by_id_moves_summaries_between_workflows(conn: asyncpg.Conn
     )
     assert (await stored(conn, moving))["status"] == "error"
     assert await summary(conn, wf) is None  # no executions left: no costMedian
-    moved = await summary(conn, wf2)
+    moved = await summary_row(conn, wf2)
     assert (moved["total_executions"], moved["priced_executions"]) == (2, 2)
     assert moved["median_amount"] == Decimal("3")
 
@@ -210,7 +217,7 @@ async def test_exact_median_and_partial_flag(
         cost = ABSENT if amount is ABSENT else (None if amount is None else {"amount": amount})
         snap.execution(inst, wf, cost=cost, costCoverage=complete)
     await load_snapshot(conn, snap.document())
-    row = await summary(conn, wf)
+    row = await summary_row(conn, wf)
     assert row["total_executions"] == len(amounts)
     assert row["median_amount"] == (None if expected is None else Decimal(expected))
     assert row["cost_partial"] is partial
@@ -230,7 +237,7 @@ async def test_partial_when_a_priced_coverage_is_not_complete_and_missing_mappin
     snap.execution(inst, wf, cost={"amount": "1"}, costCoverage=partial)
     snap.execution(inst, wf, cost={"amount": "1"})  # no coverage: not known complete
     await load_snapshot(conn, snap.document())
-    row = await summary(conn, wf)
+    row = await summary_row(conn, wf)
     assert (row["cost_partial"], row["missing_mapping_observations"]) == (True, 5)
 
 
@@ -248,7 +255,7 @@ async def test_load_executions_accepts_mappings_and_raw(conn: asyncpg.Connection
         count = await load_executions(conn, [first])
         count += await load_executions(conn, [msgspec.Raw(msgspec.json.encode(second))])
     assert count == 2
-    assert (await summary(conn, wf))["total_executions"] == 2
+    assert (await summary_row(conn, wf))["total_executions"] == 2
 
 
 async def test_large_snapshot_loads_quickly(conn: asyncpg.Connection) -> None:
@@ -265,7 +272,7 @@ async def test_large_snapshot_loads_quickly(conn: asyncpg.Connection) -> None:
         assert await load_executions(conn, raws) == 20_000
     elapsed = time.perf_counter() - began
     assert elapsed < 20, elapsed  # measured ≈1 s on the 2-core CI machine
-    assert (await summary(conn, wf))["total_executions"] == 20_000
+    assert (await summary_row(conn, wf))["total_executions"] == 20_000
 
 
 async def test_reload_keeps_statistics_rollups_equal_to_a_rebuild(conn: asyncpg.Connection) -> None:

@@ -102,10 +102,10 @@ async def _reachable(dsn: str) -> bool:
 
 
 def _embedded_admin_dsn() -> str:
-    import pgserver  # type: ignore[import-untyped]
+    from pgserver.postgres_server import get_server
 
     folder = os.path.join(tempfile.gettempdir(), "elova-test-pgserver")
-    server = pgserver.get_server(folder, cleanup_mode=None)
+    server = get_server(folder, cleanup_mode=None)
     uri: str = server.get_uri()
     return uri
 

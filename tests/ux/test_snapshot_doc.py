@@ -120,10 +120,10 @@ def type_words(kind: mi.Type) -> set[str]:
     return words
 
 
-def constraints(kind: mi.Type) -> tuple[set[str], set[int]]:
+def constraints(kind: mi.Type) -> tuple[set[str], set[int | float]]:
     """(allowed literal values, numeric bounds) a field's row must state."""
     values: set[str] = set()
-    bounds: set[int] = set()
+    bounds: set[int | float] = set()
     for leaf in _leaves(kind):
         if isinstance(leaf, mi.LiteralType):
             values.update(str(v) for v in leaf.values)
@@ -210,8 +210,8 @@ def run_load(db: TestDatabase, *args: str) -> subprocess.CompletedProcess[str]:
 async def _counts(dsn: str) -> dict[str, int]:
     conn = await asyncpg.connect(dsn)
     try:
-        tables = ("accounts", "workspaces", "memberships", "instances", "sync_jobs")
-        tables += ("workflows", "executions")
+        tables = ["accounts", "workspaces", "memberships", "instances", "sync_jobs"]
+        tables += ["workflows", "executions"]
         return {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in tables}
     finally:
         await conn.close()
