@@ -14,7 +14,7 @@ import json
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,11 +191,11 @@ async def _metric(session: aiohttp.ClientSession, port: int, name: str) -> float
     raise AssertionError(f"{name} not exported")
 
 
-async def _eventually(check: object, timeout: float) -> float:
+async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float) -> float:
     """Seconds until the coroutine function `check` returns True (fails after timeout)."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if await check():  # type: ignore[operator]
+        if await check():
             return time.monotonic() - started
         await asyncio.sleep(0.2)
     raise AssertionError(f"not within {timeout} s")

@@ -82,7 +82,9 @@ async def test_browser_flow_end_to_end(test_database: TestDatabase, callback: Ca
         async with http.post(server.mcp_url, json=body, headers=headers) as resp:
             assert resp.status == 401
             challenge = resp.headers["WWW-Authenticate"]
-        prm_url = re.search(r'resource_metadata="([^"]+)"', challenge)[1]  # type: ignore[index]
+        found = re.search(r'resource_metadata="([^"]+)"', challenge)
+        assert found is not None, challenge
+        prm_url = found[1]
         async with http.get(prm_url) as resp:
             prm = await _json(resp)
         assert prm["resource"] == server.mcp_url

@@ -79,7 +79,9 @@ async def test_approvals_page_lists_and_revokes(oauth: OAuth, account: Account) 
     assert page.status == 200 and "Test Agent" in html and "127.0.0.1:53682" in html
     assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
     assert set(dict(hidden(html))) == {"csrf"}  # form 0 is sign-out; Revoke is a link
-    confirm_path = re.search(r'href="(/approvals/revoke\?approval=[^"]+)"', html)[1]  # type: ignore[index]
+    link = re.search(r'href="(/approvals/revoke\?approval=[^"]+)"', html)
+    assert link is not None
+    confirm_path = link[1]
     confirm = await oauth.http.get(confirm_path)
     assert confirm.status == 200 and "Revoke" in await confirm.text()
     assert await _mcp_status(oauth, tokens["access_token"]) == 200  # asking is not revoking

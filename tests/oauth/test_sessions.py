@@ -7,7 +7,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from aiohttp.test_utils import TestClient
 
 from service.app import create_app
 from service.auth.oauth import throttle
@@ -40,7 +39,7 @@ async def test_https_public_url_makes_the_cookie_secure(
     aiohttp_client: ClientFactory, make_config: Callable[..., Config]
 ) -> None:
     cfg = make_config(PUBLIC_URL="https://mcp.example.com")
-    client: TestClient = await aiohttp_client(create_app(cfg))  # type: ignore[type-arg]
+    client = await aiohttp_client(create_app(cfg))
     oauth = OAuth(client, cfg)
     acc = await seed_account(oauth.pool, workspaces=1)
     page = await client.get("/signin")

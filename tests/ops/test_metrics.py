@@ -159,7 +159,9 @@ async def test_promtool_accepts_a_real_scrape(start_app: StartApp) -> None:
     assert "error" not in output.lower(), output
 
 
-def _key(name: str, method: str, tool: str, outcome: str, code: str) -> tuple[str, tuple]:  # type: ignore[type-arg]
+def _key(
+    name: str, method: str, tool: str, outcome: str, code: str
+) -> tuple[str, tuple[tuple[str, str], ...]]:
     labels = {"method": method, "tool": tool, "outcome": outcome, "error_code": code}
     return (name, tuple(sorted(labels.items())))
 
