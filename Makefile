@@ -3,15 +3,35 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install run test lint typecheck bench soak tools clean
+# The lock tool (docs/decisions/tooling.md); `make lock LOCK_FLAGS=--upgrade` moves every pin.
+UV_VERSION := 0.13.8
+LOCK_FLAGS ?=
+LOCK := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 \
+	--custom-compile-command 'make lock' $(LOCK_FLAGS)
 
-$(VENV)/.installed: pyproject.toml
+.PHONY: install lock run test check lint typecheck bench soak tools clean
+
+# Dependencies come from the dev lockfile only; the project itself adds none (--no-deps).
+$(VENV)/.installed: pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,embedded]'
+	$(BIN)/pip install -q -r requirements/dev.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
 install: $(VENV)/.installed
+
+$(BIN)/uv:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q uv==$(UV_VERSION)
+
+# runtime.txt: pyproject's dependencies (what deploy/Dockerfile installs); dev.txt: those
+# same versions plus the dev and embedded extras (what `make install` installs). Existing
+# pins are kept unless LOCK_FLAGS says otherwise (--upgrade, --upgrade-package NAME).
+lock: $(BIN)/uv
+	$(LOCK) pyproject.toml -o requirements/runtime.txt
+	$(LOCK) pyproject.toml --extra dev --extra embedded -c requirements/runtime.txt \
+		-o requirements/dev.txt
 
 # Test-only clients and tools installed locally (Node 22, the TypeScript SDK, the
 # conformance suite): each script is idempotent and installs under .tools/.
@@ -21,8 +41,25 @@ tools: install
 run: install
 	$(BIN)/elova-mcp run-demo
 
+# Branch coverage of service/, with the floor in pyproject's [tool.coverage.report].
 test: install tools
-	$(BIN)/pytest
+	$(BIN)/pytest --cov=service --cov-branch --cov-report=term-missing:skip-covered
+
+# The fast loop: lint, types and the unit tests that need no PostgreSQL, Redis, browser,
+# Node or other installed tool (no fixture of theirs reaches tests/conftest.py's database),
+# in well under a minute. A new pure test file joins this list.
+UNIT_TESTS := tests/test_config.py tests/test_crypto.py \
+	tests/limits/test_units.py tests/limits/test_engine_config.py \
+	tests/tools/test_periods.py tests/tools/test_arguments.py tests/tools/test_history.py \
+	tests/engines/test_settings.py tests/demo/test_snapshot.py \
+	tests/ux/test_docs.py tests/ux/test_tools_doc.py \
+	tests/ux/test_no_shared_refs.py tests/ux/test_rewrite_shared_refs.py
+
+check: install
+	$(BIN)/ruff check service tests
+	$(BIN)/ruff format --check service tests
+	$(BIN)/mypy
+	$(BIN)/pytest -q -p no:cacheprovider $(UNIT_TESTS)
 
 lint: install
 	$(BIN)/ruff check service tests

@@ -83,6 +83,8 @@ async def _run(args: list[str], env: dict[str, str], timeout: float) -> tuple[in
     return proc.returncode, out.decode(errors="replace")
 
 
+# The 2026-07-28 run alone takes about 40 s (docs/decisions/tooling.md).
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
 async def test_server_requirements(
     node_env: dict[str, str], proxy: BearerProxy, tmp_path: Path, revision: str

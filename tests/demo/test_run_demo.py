@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+import pytest
 
 from service.demo import demo_workspace_ids
 from tests.support.mcp_wire import tool_call
@@ -135,6 +136,7 @@ async def _tool(session: aiohttp.ClientSession, demo: Demo, name: str) -> dict[s
     return result
 
 
+@pytest.mark.timeout(90)  # an embedded PostgreSQL starts, migrates and loads: about 11 s
 async def test_run_demo_prints_a_working_token_and_serves(
     test_database: TestDatabase, tmp_path: Path
 ) -> None:

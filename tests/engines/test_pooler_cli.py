@@ -59,6 +59,7 @@ async def _run(env: dict[str, str], *args: str, stdin: str = "") -> tuple[int, s
     return proc.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.timeout(60)  # one process per operator command: 6 to 14 s under coverage
 async def test_every_operator_command_works_through_the_pooler(
     pgbouncer: PgBouncer, fresh_database: TestDatabase, tmp_path: Path, signing_key_pem: bytes
 ) -> None:

@@ -133,6 +133,7 @@ def _workspace_of(token: str) -> dict[str, str]:
     return {"workspaceId": _WORKSPACE_OF[token]}
 
 
+@pytest.mark.timeout(60)  # a real PostgreSQL initdb, start, kill and restart: about 11 s
 async def test_postgresql_restart_under_load(session: aiohttp.ClientSession) -> None:
     pg = OwnPostgres().init()
     try:

@@ -357,6 +357,7 @@ async def test_approval_budget_holds_across_replicas(
         assert a.headers["RateLimit"] == f'"approval";r=0;t={retry}'
 
 
+@pytest.mark.timeout(60)  # waits out the killed replica's lease: about 9 s
 async def test_sigkilled_replica_leaks_nothing_beyond_the_lease(
     replica_env: dict[str, str], seeder: Seeder, probe: Probe
 ) -> None:
