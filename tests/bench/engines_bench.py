@@ -35,7 +35,8 @@ from tests.bench.limits_bench import (
     summary,
 )
 from tests.limits.conftest import make_caller
-from tests.support.engines_redis import Node, RedisClusterSet, RedisSentinelSet, free_port
+from tests.support.engines_redis import Node, RedisClusterSet, RedisSentinelSet
+from tests.support.server import free_port
 
 PASSWORD = "bench-pw"
 PREFIX = "bench:"

@@ -9,7 +9,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from tests.support.engines_pg import PgBouncer
 from tests.support.mcp_wire import tool_call
+from tests.support.server import free_port
 from tests.support.services import TestDatabase
 from tests.support.snapshots import Snapshot, member
 
@@ -120,17 +120,10 @@ async def test_every_operator_command_works_through_the_pooler(
         await direct.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_run_demo_prepares_and_serves_through_the_pooler(
     pgbouncer: PgBouncer, fresh_database: TestDatabase, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = _env(
         pgbouncer.dsn(fresh_database.name),
         ELOVA_HOST="127.0.0.1",

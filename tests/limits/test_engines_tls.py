@@ -13,7 +13,8 @@ import pytest
 
 from tests.limits.conftest import ENGINE_PASSWORD, StartReplica
 from tests.limits.traffic import admission, assert_shared_and_clean, readyz_redis, run_traffic
-from tests.support.engines_redis import Node, RedisClusterSet, RedisSentinelSet, Tls, free_port
+from tests.support.engines_redis import Node, RedisClusterSet, RedisSentinelSet, Tls
+from tests.support.server import free_port
 from tests.support.services import new_redis_prefix
 from tests.support.tls import make_tls
 

@@ -23,12 +23,7 @@ from typing import NoReturn
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from tests.support.server import free_port
 
 
 def _missing(what: str) -> NoReturn:
@@ -107,7 +102,7 @@ def start_pgbouncer(
     `aliases`: more database names, each with its options (e.g. `dbname=… connect_query=…`)."""
     binary = _pgbouncer_binary()
     folder = _engine_dir("elova-pgbouncer-")
-    port = _free_port()
+    port = free_port()
     (folder / "userlist.txt").write_text('"postgres" ""\n')
     extra = "".join(
         f"{name} = host=127.0.0.1 port={upstream_port} {options}\n"
@@ -197,7 +192,7 @@ def start_private_cluster() -> PrivateCluster:
     a standby from it and start both."""
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         _missing("runuser (PostgreSQL refuses to run as root)")
-    cluster = PrivateCluster(_pg_bin(), _engine_dir("elova-pgcluster-"), _free_port(), 0)
+    cluster = PrivateCluster(_pg_bin(), _engine_dir("elova-pgcluster-"), free_port(), 0)
     primary = cluster.folder / "primary"
     try:
         cluster._run(
@@ -207,7 +202,7 @@ def start_private_cluster() -> PrivateCluster:
         with open(primary / "postgresql.conf", "a") as conf:
             conf.write("fsync = off\nwal_level = replica\nmax_wal_senders = 4\n")
         cluster._start(primary, cluster.primary_port)
-        cluster.standby_port = _free_port()
+        cluster.standby_port = free_port()
         standby = cluster.folder / "standby"
         cluster._run(
             str(cluster.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(cluster.primary_port),

@@ -15,7 +15,6 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import redis
+
+from tests.support.server import free_port
 
 START_SECONDS = 15.0
 
@@ -35,13 +36,6 @@ def redis_server_binary() -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
