@@ -166,10 +166,7 @@ class ClusterRoute:
     async def moved(self, err: MovedError) -> bool:
         """The slot lives elsewhere now: refresh the slot map and move the kept connection
         (to the node MOVED named when the refreshed map knows it, else the map's owner)."""
-        try:
-            await self._client.nodes_manager.initialize()
-        except RedisClusterException as failed:
-            raise RedisConnectionError(f"Redis Cluster: {failed}") from failed
+        await self._read_slot_map()
         node = self._client.get_node(host=err.host, port=err.port)
         if node is None:
             node = self._client.get_node_from_key(self._key)
@@ -182,14 +179,19 @@ class ClusterRoute:
         """A connection to the importing node named by ASK, lent for one exchange."""
         node = self._client.get_node(host=err.host, port=err.port)
         if node is None:
-            try:
-                await self._client.nodes_manager.initialize()
-            except RedisClusterException as failed:
-                raise RedisConnectionError(f"Redis Cluster: {failed}") from failed
+            await self._read_slot_map()
             node = self._client.get_node(host=err.host, port=err.port)
             if node is None:
                 raise RedisConnectionError(f"ASK names an unknown node {err.host}:{err.port}")
         return await checked(node.acquire_connection()), node
+
+    async def _read_slot_map(self) -> None:
+        """Ask the cluster for its slot map again; no node answering is a connection error
+        (what the pipeline and the breaker treat as Redis being unavailable)."""
+        try:
+            await self._client.nodes_manager.initialize()
+        except RedisClusterException as failed:
+            raise RedisConnectionError(f"Redis Cluster: {failed}") from failed
 
     def lend_back(self, lent: object, conn: AbstractConnection) -> None:
         assert isinstance(lent, ClusterNode) and isinstance(conn, Connection)
