@@ -29,6 +29,7 @@ from service.cli.failures import (
     redis_failure,
 )
 from service.config import Config
+from service.store.db import connect
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,7 @@ async def connect_postgresql(dsn: str, setting: str = "ELOVA_DATABASE_URL") -> a
     """A connection, or the StartupFailure that says why there is none; `setting` is where
     the URL came from."""
     try:
-        # No statement cache: safe through a transaction-mode pooler (service/store/db.py).
-        conn: asyncpg.Connection = await asyncpg.connect(
-            dsn, timeout=CONNECT_TIMEOUT_SECONDS, statement_cache_size=0
-        )
+        conn = await connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
     except (
         OSError,
         ValueError,

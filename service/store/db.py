@@ -147,12 +147,12 @@ async def create_pool(
     return pool
 
 
-async def connect(dsn: str) -> asyncpg.Connection:
+async def connect(dsn: str, *, timeout: float = 60) -> asyncpg.Connection:
     """One connection for an operator command (migrate, load, approve, account, demo-data,
     run-demo): safe through a transaction-mode pooler whatever ELOVA_DATABASE_POOLER says —
     no statement cache (no named statements) and no session settings; the commands keep
     their work in transactions."""
-    return await asyncpg.connect(dsn, statement_cache_size=0)
+    return await asyncpg.connect(dsn, timeout=timeout, statement_cache_size=0)
 
 
 async def check_server_settings(cfg: Config, pool: asyncpg.Pool, which: str) -> bool:
@@ -206,10 +206,3 @@ async def pool_ctx(app: web.Application) -> AsyncIterator[None]:
 def read_pool(app: web.Application) -> asyncpg.Pool:
     """The pool for tool calls' reads of retained records (the primary's without a read URL)."""
     return app.get(DB_READ_POOL) or app[DB_POOL]
-
-
-def reads_elsewhere(app: web.Application) -> bool:
-    """Whether tool reads go to another server than the approvals: the approval of a call is
-    then confirmed on the primary first, never by a statement on a possibly lagging replica."""
-    reads = app.get(DB_READ_POOL)
-    return reads is not None and reads is not app[DB_POOL]
