@@ -15,7 +15,9 @@ def setup_mcp(app: web.Application) -> None:
 
     cfg = app[CONFIG]
     catalog = Catalog.load()
-    catalog.bind(all_tools())
+    # With a read replica the approval is never confirmed by a tool's own statement, which
+    # would read it on a possibly lagging standby (docs/decisions/engines.md).
+    catalog.bind(all_tools(), self_authorizing=cfg.database_read_url is None)
     app[CATALOG] = catalog
     app[SESSIONS] = SessionStore(
         derive_session_key(cfg.signing_key_pem),

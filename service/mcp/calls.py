@@ -27,7 +27,7 @@ from service.errors import (
 from service.keys import CATALOG, CLOCK, CONFIG, CURSORS, METRICS
 from service.mcp import protocol as p
 from service.mcp.rpc import Answer, Call, decode_params, modern_meta
-from service.store.db import read_pool, reads_elsewhere
+from service.store.db import read_pool
 from service.tools.base import Tool, ToolContext, missing_scope
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,7 @@ async def _call_tool(call: Call) -> Answer:
     tool = catalog.tool(params.name) if params.name in catalog else None
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
-    if tool.scope not in call.caller.scopes or not tool.authorizes or reads_elsewhere(call.app):
-        # With a read replica the approval is read on the primary (the transport did so).
+    if tool.scope not in call.caller.scopes or not tool.authorizes:
         await _confirm(call, tool)
     raw_arguments = bytes(params.arguments) if isinstance(params.arguments, msgspec.Raw) else b"{}"
     cfg = call.app[CONFIG]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import resources
 from typing import Any
 
@@ -74,9 +75,15 @@ class Catalog:
     def __contains__(self, name: object) -> bool:
         return name in self.names
 
-    def bind(self, implemented: Mapping[str, Tool[Any]]) -> None:
-        """Attach the tool modules' implementations; log (once, at start) any drift."""
-        self.implementations = {n: implemented[n] for n in self.names if n in implemented}
+    def bind(self, implemented: Mapping[str, Tool[Any]], *, self_authorizing: bool = True) -> None:
+        """Attach the tool modules' implementations; log (once, at start) any drift.
+        `self_authorizing=False` (reads go to a replica): no tool confirms the approval in
+        its own statement, so the transport reads it on the primary for every call."""
+        self.implementations = {
+            n: implemented[n] if self_authorizing else replace(implemented[n], authorizes=False)
+            for n in self.names
+            if n in implemented
+        }
         missing = [n for n in self.names if n not in implemented]
         extra = sorted(set(implemented) - set(self.names))
         if missing:

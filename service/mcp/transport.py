@@ -37,7 +37,6 @@ from service.mcp.envelope import Incoming, check_modern, parse, tool_name
 from service.mcp.rpc import Answer, Call
 from service.mcp.sessions import Session
 from service.mcp.versions import PROTOCOL_VERSION_HEADER, session_header_ok
-from service.store.db import reads_elsewhere
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +248,7 @@ def _authorizes_itself(request: web.Request, incoming: Incoming) -> bool:
     name = tool_name(incoming.params)
     catalog = request.app[CATALOG]
     tool = catalog.tool(name) if name is not None and name in catalog else None
-    # Never with a read replica: the approval is read on the primary, not on a lagging standby.
-    return tool is not None and tool.authorizes and not reads_elsewhere(request.app)
+    return tool is not None and tool.authorizes
 
 
 async def _authenticated(
