@@ -4,12 +4,14 @@
     ├── ProtocolError            JSON-RPC error response (code, message, data, HTTP status)
     │   ├── ParseError           -32700, HTTP 400
     │   ├── InvalidRequest       -32600, HTTP 400
+    │   │   └── SessionNotFound  -32600, HTTP 404 (2025 revisions: send initialize again)
     │   ├── MethodNotFound       -32601, HTTP 404 (2026-07-28) / 200 with error (sessions)
     │   ├── InvalidParams        -32602, HTTP 200 with error (unknown tool, bad params shape)
     │   ├── HeaderMismatch       -32020, HTTP 400
     │   └── UnsupportedProtocolVersion  -32022, HTTP 400
     ├── AuthError                401 with WWW-Authenticate (missing, invalid or expired token)
     │   └── InsufficientScope    403 insufficient_scope
+    │   └── ResponseTooLarge     -32603, HTTP 500: a result over the response bound (a bug)
     ├── LimitExceeded            429 with Retry-After; JSON-RPC error naming the limit
     └── ToolError                a tool result with isError: true, `CODE: message`, _meta
         ├── ValidationError      VALIDATION_ERROR (argument, bound, UUID, zone, cursor)
@@ -18,12 +20,41 @@
         ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
         └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
 
+Foreign exceptions have one table too (`STORE_UNREACHABLE`, `STORE_FAILED`, `DEADLINE`,
+`tool_failure`): a tool's read whose connection failed is UNAVAILABLE, one past its deadline
+DEADLINE_EXCEEDED; the approval or session store failing is `Unavailable`, answered 503
+with Retry-After outside a tool. Anything else is a bug: logged, answered -32603 (HTTP 500).
+service/mcp/answers.py turns each of these into the bytes on the wire.
+
 Messages never carry stack traces, SQL, secrets or another tenant's data.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import asyncpg
+
+# The connection to PostgreSQL failing (not a query): the read can be retried. A restart
+# also shows as the server ending sessions (OperatorInterventionError: admin or crash
+# shutdown, cannot connect now) and as asyncpg's InternalClientError when the pool resets a
+# connection the server already dropped.
+STORE_UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InternalClientError,
+    asyncpg.TooManyConnectionsError,
+)
+# Any failure of a store read outside a tool (the approval, a session): 503, retry shortly.
+STORE_FAILED: tuple[type[BaseException], ...] = (
+    *STORE_UNREACHABLE,
+    TimeoutError,
+    asyncpg.PostgresError,
+)
+# A read cancelled at the request deadline (ours, or PostgreSQL's statement_timeout).
+DEADLINE: tuple[type[BaseException], ...] = (TimeoutError, asyncpg.QueryCanceledError)
 
 
 class ElovaError(Exception):
@@ -55,12 +86,24 @@ class InvalidRequest(ProtocolError):
     http_status = 400
 
 
+class SessionNotFound(InvalidRequest):
+    """A 2025-revision session that is unknown, forged, expired or ended."""
+
+    http_status = 404
+
+
 class MethodNotFound(ProtocolError):
     code = -32601
 
 
 class InvalidParams(ProtocolError):
     code = -32602
+
+
+class ResponseTooLarge(ProtocolError):
+    """A result over the response bound that the tool could not shorten (a bug: logged)."""
+
+    http_status = 500
 
 
 class HeaderMismatch(ProtocolError):
@@ -174,3 +217,19 @@ class Unavailable(ToolError):
 class DeadlineExceeded(ToolError):
     code = "DEADLINE_EXCEEDED"
     retryable = True
+
+
+def tool_failure(err: BaseException, deadline_seconds: float) -> ToolError | None:
+    """The tool error for a foreign exception a tool's reads raised, or None (a bug)."""
+    if isinstance(err, DEADLINE):
+        return DeadlineExceeded(
+            f"The request did not finish within {deadline_seconds:g} seconds.",
+            hint="Retry, or narrow the request (a smaller limit or period).",
+        )
+    if isinstance(err, STORE_UNREACHABLE):
+        return Unavailable(
+            "The record store is unavailable right now.",
+            hint="Retry the same read shortly.",
+            retry_after_seconds=1,
+        )
+    return None

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from service.auth.caller import Caller
 from service.config import Limits
 from service.errors import LimitExceeded
+from service.headers import RATE_LIMIT
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import (
     ACCOUNT,
@@ -35,7 +36,6 @@ from service.limits.budget import (
     APPROVAL,
     APPROVAL_POLICY,
     GLOBAL,
-    RATE_LIMIT,
     Budget,
     Decision,
     concurrency_hint,

@@ -17,10 +17,10 @@ import math
 import random
 from dataclasses import dataclass
 
+from service.headers import RATE_LIMIT, RATE_LIMIT_POLICY
+
 APPROVAL_POLICY = "approval"
 DAILY_POLICY = "account_daily"
-RATE_LIMIT_POLICY = "RateLimit-Policy"
-RATE_LIMIT = "RateLimit"
 
 # Limit names as the wire and the metrics carry them.
 GLOBAL = "global"

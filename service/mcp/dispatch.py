@@ -1,21 +1,35 @@
-"""MCP methods of both eras: one function a method, each returning an `Answer`.
+"""Answering one request whose bearer token the transport verified, in one fixed order
+(docs/decisions/auth.md, Precedence):
 
-The transport has already authenticated the caller, checked the headers and the session;
-dispatch only answers. Protocol failures are raised as `ProtocolError`s and turned into
-JSON-RPC errors by the transport's single error boundary.
+1. authorization: the caller is confirmed by reading its approval (401), unless the request
+   is a tools/call of a tool whose own first statement confirms it (`Tool.authorizes`); a
+   known tool's scope is required (403);
+2. the session (2025 revisions): 404 ended or unknown, 400 another revision;
+3. notifications: 202, nothing more;
+4. limits (429), held while the method answers;
+5. the method: unknown (-32601), its params (-32602), then what it answers.
+
+Every failure becomes an answer at one boundary (service/mcp/answers.py), and no answer
+leaves while the caller is still pending: a revoked or expired approval is 401 whatever
+else is wrong with the request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
-from service.errors import InvalidParams, MethodNotFound
-from service.keys import CATALOG, SESSIONS
+from service import headers as h
+from service.errors import InvalidParams, InvalidRequest, MethodNotFound, SessionNotFound
+from service.keys import ADMISSION, CATALOG, DB_POOL, METRICS, SESSIONS
+from service.mcp import answers
 from service.mcp import protocol as p
 from service.mcp.calls import call_tool
-from service.mcp.rpc import SERVER_INFO, Answer, Call, decode_params, modern_meta
-from service.mcp.versions import SUPPORTED, negotiate_session
+from service.mcp.rpc import SERVER_INFO, Answer, Call, modern_meta, params_of
+from service.mcp.sessions import Session
+from service.mcp.versions import SUPPORTED, negotiate_session, session_header_ok
+from service.tools.base import Tool
 
 CAPABILITIES: dict[str, Any] = {"tools": {}}
 # Freshness hints: the catalog changes only with a deployment.
@@ -26,7 +40,6 @@ INSTRUCTIONS = (
     "Call get_many_workspaces first when you do not have a workspace UUID. Tools never change "
     "anything and never reach live n8n; coverage tells how complete the retained view is."
 )
-SESSION_ID_HEADER = "Mcp-Session-Id"
 
 
 def _ok(call: Call, result: Any) -> Answer:
@@ -43,7 +56,7 @@ def _cacheable(call: Call, result: Any, scope: str = "public") -> Answer:
 
 
 async def discover(call: Call) -> Answer:
-    decode_params(call, p.RequestParams)
+    params_of(call, p.RequestParams)
     result = p.DiscoverResult(
         supported_versions=list(SUPPORTED), capabilities=CAPABILITIES, instructions=INSTRUCTIONS
     )
@@ -51,12 +64,12 @@ async def discover(call: Call) -> Answer:
 
 
 async def initialize(call: Call) -> Answer:
-    params = decode_params(call, p.InitializeParams)
+    params = params_of(call, p.InitializeParams)
     version = negotiate_session(params.protocol_version)
     session_id = call.app[SESSIONS].issue(version, call.caller.approval_id)
     result = p.InitializeResult(version, CAPABILITIES, SERVER_INFO, INSTRUCTIONS)
     answer = _ok(call, result)
-    answer.headers[SESSION_ID_HEADER] = session_id
+    answer.headers[h.SESSION_ID] = session_id
     return answer
 
 
@@ -65,7 +78,7 @@ async def ping(call: Call) -> Answer:
 
 
 def _no_cursor(call: Call) -> None:
-    params = decode_params(call, p.ListParams)
+    params = params_of(call, p.ListParams)
     # Every list fits one page: no cursor was ever issued, so none is valid.
     if isinstance(params.cursor, str):
         raise InvalidParams("Invalid params: unknown cursor (this list has a single page)")
@@ -116,6 +129,40 @@ KNOWN_METHODS = frozenset(MODERN_METHODS) | frozenset(SESSION_METHODS)
 
 
 async def dispatch(call: Call) -> Answer:
+    try:
+        answer = await _answer(call)
+    except Exception as err:
+        answer = answers.failure(call.app, call.request_id, call.id, err)
+    if not call.authorization.decided:
+        # The tool did not reach its confirming statement (limits, arguments, a session):
+        # the approval is read on its own, and a 401 or 403 replaces the answer.
+        try:
+            await call.authorization.confirm()
+        except Exception as err:
+            return answers.failure(call.app, call.request_id, call.id, err)
+    return answer
+
+
+async def _answer(call: Call) -> Answer:
+    tool = _requested_tool(call)
+    if tool is not None:
+        call.authorization.require(tool.name, tool.scope)
+    if tool is None or not tool.authorizes:
+        await call.authorization.confirm()
+    if not call.modern and call.method != "initialize":
+        await open_session(call)
+    if call.id is None:
+        return Answer(b"", 202)
+    async with _admitted(call) as admitted:
+        try:
+            answer = await _method(call)(call)
+        except Exception as err:
+            answer = answers.failure(call.app, call.request_id, call.id, err)
+    answer.headers.update(admitted)
+    return answer
+
+
+def _method(call: Call) -> Method:
     table = MODERN_METHODS if call.modern else SESSION_METHODS
     method = table.get(call.method)
     if method is None:
@@ -123,4 +170,65 @@ async def dispatch(call: Call) -> Answer:
         raise MethodNotFound(
             f"Method not found: {call.method}", http_status=404 if call.modern else 200
         )
-    return await method(call)
+    return method
+
+
+def _requested_tool(call: Call) -> Tool[Any] | None:
+    """The catalog tool a tools/call names (None: another method, or no such tool: that
+    is answered in the method's turn)."""
+    params = call.incoming.params
+    if call.method != "tools/call" or not isinstance(params, p.CallToolParams):
+        return None
+    return call.app[CATALOG].tool(params.name)
+
+
+@asynccontextmanager
+async def _admitted(call: Call) -> AsyncIterator[dict[str, str]]:
+    """Hold the caller's limits while the method answers (LimitExceeded: 429); yields the
+    RateLimit headers of the answer."""
+    admission = call.app.get(ADMISSION)
+    metrics = call.app[METRICS]
+    grant = None
+    if admission is not None:
+        grant = await admission.acquire(call.request_id, call.caller)
+    headers: dict[str, str] = {}
+    metrics.request_started()
+    try:
+        yield headers
+        if grant is not None:
+            headers.update(grant.headers())
+    finally:
+        metrics.request_finished()
+        if admission is not None and grant is not None:
+            # The answer leaves once Redis freed the slot: the caller's next request may
+            # reach another replica at once. The release is queued before the (bounded)
+            # wait, so a client that disconnects (a cancelled handler) cannot leak it.
+            await admission.release(grant)
+
+
+async def open_session(call: Call) -> Session:
+    """The request's live session (2025 revisions), else SessionNotFound (404: unknown,
+    forged, expired or ended) or InvalidRequest (400: another revision's header)."""
+    sessions = call.app[SESSIONS]
+    session = None
+    if call.session_id is not None:
+        session = sessions.verify(call.session_id, call.caller.approval_id)
+    if session is None or await sessions.is_terminated(call.app[DB_POOL], session):
+        raise SessionNotFound("Session not found: it ended or expired; send initialize again")
+    if not session_header_ok(call.header_version, session.protocol_version):
+        raise InvalidRequest(
+            f"Bad Request: MCP-Protocol-Version {call.header_version} is not this session's "
+            f"version ({session.protocol_version})"
+        )
+    return session
+
+
+async def end_session(call: Call) -> Answer:
+    """DELETE: the caller confirmed, then its session ended: afterwards 404 on every replica."""
+    try:
+        await call.authorization.confirm()
+        session = await open_session(call)
+        await call.app[SESSIONS].terminate(call.app[DB_POOL], session)
+    except Exception as err:
+        return answers.failure(call.app, call.request_id, None, err)
+    return Answer(b"", 204)

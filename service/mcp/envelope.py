@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from service import headers as h
 from service.errors import (
     HeaderMismatch,
     InvalidParams,
@@ -23,11 +24,8 @@ from service.mcp import protocol as p
 from service.mcp.versions import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
-    METHOD_HEADER,
     MODERN,
     NAME_BEARING,
-    NAME_HEADER,
-    PROTOCOL_VERSION_HEADER,
     SUPPORTED,
     decode_header_value,
     is_modern,
@@ -40,12 +38,17 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Incoming:
+    """One decoded request: its envelope, era and (for a method we answer) typed params."""
+
     id: p.RequestId | None  # None: a notification
     method: str
-    params: bytes  # raw JSON object ("{}" when absent)
     modern: bool
+    params: p.RequestParams | None  # the method's params Struct; None: unknown or refused
+    params_error: InvalidParams | None  # why the params were refused, answered in turn
+    meta: dict[str, Any] | None  # params._meta
+    named: object = None  # the name (or uri) the Mcp-Name header must repeat, if any
 
     @property
     def is_notification(self) -> bool:
@@ -58,27 +61,89 @@ class _Named(msgspec.Struct):
 
 
 def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
-    """Decode the envelope and tell its era; raise ParseError / InvalidRequest (HTTP 400)."""
+    """Decode the envelope and tell its era; raise ParseError / InvalidRequest (HTTP 400).
+
+    A request of a method we answer is decoded once, params included; anything else (an
+    unknown method, params of the wrong shape, a bad envelope) is read again as a plain
+    envelope to answer it precisely. Refused params do not fail the parse: the method
+    answers them after authentication (`Incoming.params_error`)."""
+    try:
+        known = p.known_request_decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return _parse_other(body, headers)
+    if _nested_deeper_than(body, MAX_NESTING):
+        raise _too_deep()
+    if known.id is None:
+        raise InvalidRequest("Invalid Request: id must be a string or a number")
+    method = _METHOD_OF[type(known)]
+    params: p.RequestParams | None
+    params_error = None
+    if isinstance(known.params, UnsetType):
+        params, params_error = _decode_params(b"{}", method)
+    else:
+        params = known.params
+    meta = params.meta if params is not None and not isinstance(params.meta, UnsetType) else None
+    named = getattr(params, "name", UNSET) if method == "tools/call" else None
+    return _incoming(known.id, method, params, params_error, meta, named, headers)
+
+
+def _parse_other(body: bytes, headers: Mapping[str, str]) -> Incoming:
     envelope = _decode(body)
     if _nested_deeper_than(body, MAX_NESTING):
         raise _too_deep()
     if envelope.id is None:
         raise InvalidRequest("Invalid Request: id must be a string or a number")
-    params = bytes(envelope.params) if isinstance(envelope.params, msgspec.Raw) else b"{}"
-    meta = _meta(params)
+    raw = bytes(envelope.params) if isinstance(envelope.params, msgspec.Raw) else b"{}"
+    params: p.RequestParams | None = None
+    params_error = None
+    if envelope.method in p.PARAMS_OF:
+        params, params_error = _decode_params(raw, envelope.method)
+    meta = _meta(raw)
+    key = NAME_BEARING.get(envelope.method)
+    named: object = None
+    if key is not None:
+        try:
+            named = getattr(msgspec.json.decode(raw, type=_Named), key)
+        except msgspec.DecodeError as err:
+            params_error = params_error or InvalidParams(f"Invalid params: {err}")
+    return _incoming(envelope.id, envelope.method, params, params_error, meta, named, headers)
+
+
+def _incoming(
+    request_id: p.RequestId | UnsetType,
+    method: str,
+    params: p.RequestParams | None,
+    params_error: InvalidParams | None,
+    meta: dict[str, Any] | None,
+    named: object,
+    headers: Mapping[str, str],
+) -> Incoming:
     meta_version = meta.get(META_PROTOCOL_VERSION) if meta is not None else None
-    modern = is_modern(headers.get(PROTOCOL_VERSION_HEADER), meta_version)
-    request_id = None if isinstance(envelope.id, UnsetType) else envelope.id
-    return Incoming(request_id, envelope.method, params, modern)
+    modern = is_modern(headers.get(h.PROTOCOL_VERSION), meta_version)
+    identifier = None if isinstance(request_id, UnsetType) else request_id
+    return Incoming(identifier, method, modern, params, params_error, meta, named)
 
 
-def tool_name(params: bytes) -> str | None:
-    """The `name` of tools/call params, if they are an object with a string name."""
+def _decode_params(raw: bytes, method: str) -> tuple[p.RequestParams | None, InvalidParams | None]:
     try:
-        named = msgspec.json.decode(params, type=_Named)
-    except msgspec.DecodeError:
-        return None
-    return named.name if isinstance(named.name, str) else None
+        return msgspec.json.decode(raw, type=p.PARAMS_OF[method]), None
+    except (msgspec.DecodeError, RecursionError) as err:
+        return None, InvalidParams(f"Invalid params: {err}")
+
+
+_METHOD_OF: dict[type[msgspec.Struct], str] = {
+    kind: msgspec.inspect.type_info(kind).tag  # type: ignore[attr-defined]
+    for kind in (
+        p.DiscoverRequest,
+        p.InitializeRequest,
+        p.PingRequest,
+        p.ToolsListRequest,
+        p.ToolsCallRequest,
+        p.ResourcesListRequest,
+        p.ResourceTemplatesListRequest,
+        p.PromptsListRequest,
+    )
+}
 
 
 def _nested_deeper_than(body: bytes, limit: int) -> bool:
@@ -131,7 +196,7 @@ def check_modern(incoming: Incoming, headers: Mapping[str, str]) -> None:
     """2026-07-28: version supported, required `_meta` present, headers equal to the body."""
     if incoming.is_notification:
         return  # this revision defines no header rules for notification POSTs
-    header_version = headers.get(PROTOCOL_VERSION_HEADER)
+    header_version = headers.get(h.PROTOCOL_VERSION)
     if header_version is None:
         raise HeaderMismatch("Header mismatch: the MCP-Protocol-Version header is required")
     if header_version != MODERN:
@@ -139,7 +204,7 @@ def check_modern(incoming: Incoming, headers: Mapping[str, str]) -> None:
             "Unsupported protocol version",
             data={"supported": list(SUPPORTED), "requested": header_version},
         )
-    meta = _meta(incoming.params)
+    meta = incoming.meta
     if meta is None or META_PROTOCOL_VERSION not in meta:
         raise InvalidParams(
             f"Invalid params: params._meta must carry {META_PROTOCOL_VERSION}", http_status=400
@@ -153,14 +218,11 @@ def check_modern(incoming: Incoming, headers: Mapping[str, str]) -> None:
         raise InvalidParams(
             f"Invalid params: params._meta must carry {META_CLIENT_CAPABILITIES}", http_status=400
         )
-    _check_header(headers, METHOD_HEADER, incoming.method, encoded=False)
-    key = NAME_BEARING.get(incoming.method)
-    if key is not None:
-        try:
-            named = msgspec.json.decode(incoming.params, type=_Named)
-        except msgspec.DecodeError as err:
-            raise InvalidParams(f"Invalid params: {err}", http_status=400) from err
-        _check_header(headers, NAME_HEADER, getattr(named, key), encoded=True)
+    _check_header(headers, h.METHOD, incoming.method, encoded=False)
+    if incoming.method in NAME_BEARING:
+        if incoming.params_error is not None and incoming.named is None:
+            raise InvalidParams(incoming.params_error.message, http_status=400)
+        _check_header(headers, h.NAME, incoming.named, encoded=True)
 
 
 def _check_header(

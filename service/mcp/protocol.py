@@ -1,6 +1,7 @@
 """The JSON-RPC 2.0 envelope and the MCP result shapes, as msgspec Structs encoded once.
 
-Requests keep `params` raw and decode it into each method's Struct. Results carry the
+A request of a method we answer decodes in one pass into its tagged Struct with typed
+params (`known_request_decoder`); any other is read as a plain `Envelope`. Results carry the
 2026-07-28 fields (`resultType`, `ttlMs`, `cacheScope`, `_meta` serverInfo) only when the
 request is modern: session clients validate results against their own revision.
 """
@@ -29,7 +30,8 @@ COMPLETE = "complete"
 
 
 class Envelope(msgspec.Struct):
-    """One JSON-RPC request or notification (no `id`). `id: null` is refused: MCP forbids it."""
+    """One JSON-RPC request or notification (no `id`). `id: null` is refused: MCP forbids it.
+    The shape of any method's message: read when `known_request_decoder` refused one."""
 
     jsonrpc: Literal["2.0"]
     method: str
@@ -56,6 +58,72 @@ class InitializeParams(RequestParams, kw_only=True, rename="camel"):
     protocol_version: str
     capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
     client_info: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+# ---- requests of the methods we answer, tagged by `method` -------------------------------
+# One decode gives the envelope and the method's typed params (msgspec tagged unions). A
+# message this union refuses (an unknown method, params of the wrong shape, a bad envelope)
+# is read again as an `Envelope` to answer it precisely (service/mcp/envelope.py).
+
+
+class _Request(msgspec.Struct, kw_only=True, tag_field="method"):
+    jsonrpc: Literal["2.0"]
+    id: RequestId | None | UnsetType = UNSET
+
+
+class DiscoverRequest(_Request, kw_only=True, tag="server/discover"):
+    params: RequestParams | UnsetType = UNSET
+
+
+class InitializeRequest(_Request, kw_only=True, tag="initialize"):
+    params: InitializeParams | UnsetType = UNSET
+
+
+class PingRequest(_Request, kw_only=True, tag="ping"):
+    params: RequestParams | UnsetType = UNSET
+
+
+class ToolsListRequest(_Request, kw_only=True, tag="tools/list"):
+    params: ListParams | UnsetType = UNSET
+
+
+class ToolsCallRequest(_Request, kw_only=True, tag="tools/call"):
+    params: CallToolParams | UnsetType = UNSET
+
+
+class ResourcesListRequest(_Request, kw_only=True, tag="resources/list"):
+    params: ListParams | UnsetType = UNSET
+
+
+class ResourceTemplatesListRequest(_Request, kw_only=True, tag="resources/templates/list"):
+    params: ListParams | UnsetType = UNSET
+
+
+class PromptsListRequest(_Request, kw_only=True, tag="prompts/list"):
+    params: ListParams | UnsetType = UNSET
+
+
+KnownRequest = (
+    DiscoverRequest
+    | InitializeRequest
+    | PingRequest
+    | ToolsListRequest
+    | ToolsCallRequest
+    | ResourcesListRequest
+    | ResourceTemplatesListRequest
+    | PromptsListRequest
+)
+# The params type of each method above, by method name.
+PARAMS_OF: dict[str, type[RequestParams]] = {
+    "server/discover": RequestParams,
+    "initialize": InitializeParams,
+    "ping": RequestParams,
+    "tools/list": ListParams,
+    "tools/call": CallToolParams,
+    "resources/list": ListParams,
+    "resources/templates/list": ListParams,
+    "prompts/list": ListParams,
+}
 
 
 # ---- results ---------------------------------------------------------------------------
@@ -130,7 +198,7 @@ class CallToolResult(_Modern, kw_only=True):
 
 class ResultResponse(msgspec.Struct, kw_only=True):
     jsonrpc: str = "2.0"
-    id: RequestId
+    id: RequestId | None  # never None in practice: notifications get no result
     result: Any
 
 
@@ -150,9 +218,10 @@ _encoder = msgspec.json.Encoder()
 encode = _encoder.encode
 
 envelope_decoder = msgspec.json.Decoder(Envelope)
+known_request_decoder = msgspec.json.Decoder(KnownRequest)
 
 
-def result_body(request_id: RequestId, result: Any) -> bytes:
+def result_body(request_id: RequestId | None, result: Any) -> bytes:
     return encode(ResultResponse(id=request_id, result=result))
 
 

@@ -9,9 +9,11 @@ import msgspec
 from aiohttp import web
 
 from service import __version__
+from service.auth.authorization import Authorization
 from service.auth.caller import Caller
 from service.errors import InvalidParams
 from service.mcp import protocol as p
+from service.mcp.envelope import Incoming
 from service.mcp.titles import ICON, SERVER_TITLE, WEBSITE_URL
 from service.mcp.versions import META_SERVER_INFO
 
@@ -22,17 +24,32 @@ SERVER_INFO_META = msgspec.to_builtins(SERVER_INFO)
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Call:
-    """One authenticated JSON-RPC request."""
+    """One JSON-RPC request whose bearer token the transport verified."""
 
     app: web.Application
     request_id: str  # the X-Request-Id, for logs
-    id: p.RequestId
-    method: str
-    params: bytes
-    modern: bool
-    caller: Caller
+    incoming: Incoming
+    authorization: Authorization  # the caller: pending until dispatch (or its tool) confirms
+    session_id: str | None = None  # the Mcp-Session-Id header (2025 revisions)
+    header_version: str | None = None  # the MCP-Protocol-Version header
+
+    @property
+    def id(self) -> p.RequestId | None:
+        return self.incoming.id
+
+    @property
+    def method(self) -> str:
+        return self.incoming.method
+
+    @property
+    def modern(self) -> bool:
+        return self.incoming.modern
+
+    @property
+    def caller(self) -> Caller:
+        return self.authorization.caller
 
 
 @dataclass
@@ -51,8 +68,12 @@ def modern_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return meta
 
 
-def decode_params(call: Call, kind: type[S]) -> S:
-    try:
-        return msgspec.json.decode(call.params, type=kind)
-    except msgspec.DecodeError as err:
-        raise InvalidParams(f"Invalid params: {err}") from err
+def params_of(call: Call, kind: type[S]) -> S:
+    """The request's params as the method's Struct, or the InvalidParams they were refused
+    with (answered now, in the method's turn)."""
+    incoming = call.incoming
+    if incoming.params_error is not None:
+        raise incoming.params_error
+    if not isinstance(incoming.params, kind):
+        raise InvalidParams(f"Invalid params: expected the params of {incoming.method}")
+    return incoming.params

@@ -19,10 +19,6 @@ LATEST_SESSION = SESSION_VERSIONS[0]
 SESSION_HEADER_ALIASES = ("2025-03-26",)
 SUPPORTED = (MODERN, *SESSION_VERSIONS)
 
-PROTOCOL_VERSION_HEADER = "MCP-Protocol-Version"
-METHOD_HEADER = "Mcp-Method"
-NAME_HEADER = "Mcp-Name"
-
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"

@@ -2,8 +2,9 @@
 
 A tool is a params Struct (msgspec validates the arguments against it, mirroring the
 catalog's inputSchema), an async handler returning an output Struct, and the scope it needs.
-The transport authenticates, checks the scope, decodes the arguments, runs the handler under
-the deadline and encodes the result; handlers only read records and shape them.
+Dispatch authorizes the caller and holds the limits; tools/call decodes the arguments, runs
+the handler under the deadline and encodes the result; handlers only read records and shape
+them (a handler of a tool with `authorizes` also confirms its caller from its first read).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
-from service.auth.bearer import confirmed_caller
+from service.auth.authorization import Authorization
 from service.auth.caller import Caller
-from service.errors import InsufficientScope, NotFound, ValidationError
+from service.errors import NotFound, ValidationError
 from service.tools.arguments import explain
 from service.tools.cursors import CursorCodec
 
@@ -65,13 +66,11 @@ class ToolContext:
     """What a handler may use for one call."""
 
     pool: asyncpg.Pool
-    caller: Caller
+    authorization: Authorization  # the request's caller (pending for a tool that `authorizes`)
     cursors: CursorCodec
     now: datetime  # one instant per call (UTC, aware): asOf and period windows use it
     max_response_bytes: int
     response_overhead: int  # bytes of the JSON-RPC envelope around the tool result
-    tool: str = ""  # the tool called and the scope it needs: `authorize` checks it
-    scope: str = ""
     # The last result `encode` produced and its JSON: a page measured against the response
     # bound is not encoded a second time for the answer.
     _encoded: tuple[msgspec.Struct, bytes] | None = field(default=None, repr=False)
@@ -84,15 +83,15 @@ class ToolContext:
         self._encoded = (result, encoded)
         return encoded
 
+    @property
+    def caller(self) -> Caller:
+        return self.authorization.caller
+
     def authorize(self, approval: Mapping[str, Any] | None) -> None:
-        """Confirm a pending caller (a tool with `authorizes`) from the approval columns its
-        first statement read: 401 when the approval no longer backs the token, then 403
-        when it lacks the tool's scope. A confirmed caller is left as it is."""
-        if self.caller.confirmed:
-            return
-        self.caller = confirmed_caller(self.caller, approval)
-        if self.scope and self.scope not in self.caller.scopes:
-            raise missing_scope(self.tool, self.scope)
+        """Confirm a pending caller (a tool with `authorizes`) from the `approval_state`
+        columns its first statement read: 401 when the approval no longer backs the token,
+        then 403 when it lacks the tool's scope. A confirmed caller is left as it is."""
+        self.authorization.confirm_from(approval)
 
     def workspace_role(self, workspace_id: UUID) -> str:
         """The caller's role in an eligible workspace, else NOT_FOUND (indistinguishable)."""
@@ -125,9 +124,9 @@ class Tool(Generic[P]):
     params: type[P]
     handler: Callable[[ToolContext, P], Awaitable[msgspec.Struct]]
     # True: the handler's first statement also reads the caller's approval and confirms it
-    # (`ToolContext.authorize`), so the transport does not read it first: one round trip
-    # less on the hottest calls. Every error raised before that confirmation is answered
-    # only after the approval was read on its own (service.mcp.calls).
+    # (`ToolContext.authorize`), so dispatch does not read it first: one round trip less on
+    # the hottest calls. Any answer given before that confirmation leaves only after the
+    # approval was read on its own (service/mcp/dispatch.py).
     authorizes: bool = False
 
     def decode(self, raw_arguments: bytes) -> P:
@@ -141,13 +140,6 @@ class Tool(Generic[P]):
             raise ValidationError(
                 "The arguments are not valid JSON.", hint="Send the arguments as a JSON object."
             ) from err
-
-
-def missing_scope(tool: str, scope: str) -> InsufficientScope:
-    return InsufficientScope(
-        f"The {tool} tool needs the {scope} scope, which this approval lacks.",
-        required_scope=scope,
-    )
 
 
 def parse_uuid(value: str) -> UUID:

@@ -1,51 +1,27 @@
-"""What the execution tools read before their rows, in one statement: the workspace (zone,
-read generation, poll interval), whether the instanceId / workflowId filters belong to it, and the
-coverage of the scope (docs/reading-rules.md, with service.tools.common's own SQL for it).
+"""What the execution tools read before their rows: the workspace (zone, read generation,
+poll interval), whether the instanceId / workflowId filters belong to it, and the coverage of
+the scope (docs/reading-rules.md), in one statement (service/store/reads/executions.py).
 
 One round trip instead of four on the hot path of get_many_executions; for a pending caller
-(the transport left the approval to the tool: `Tool.authorizes`) the same statement also
-reads the approval, one round trip instead of two. Checks stay in the order of docs/tools.md,
+(`Tool.authorizes`: dispatch left the approval to the tool) the same statement also reads
+the approval, one round trip instead of two. Checks stay in the order of docs/tools.md,
 Errors: the caller reads `read_generation` (cursor staleness) before calling `check_filters`
 (NOT_FOUND for a filter outside the workspace).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from service.auth.bearer import approval_query
 from service.errors import NotFound
-from service.store.plans import as_function
+from service.store.reads.executions import APPROVAL_AND_SCOPE, SCOPE, read_first_page
 from service.tools.base import ToolContext
-from service.tools.common import FIRST_OBSERVED_SQL, INSTANCE_SIDE_SQL, Coverage, coverage_of
-
-
-def _scope_sql(extra_condition: str = "") -> str:
-    return f"""
-SELECT w.time_zone, w.read_generation, w.execution_poll_interval_seconds,
-       (SELECT true FROM instances WHERE id = $2 AND workspace_id = $1) AS instance_found,
-       (SELECT instance_id FROM workflows WHERE id = $3 AND workspace_id = $1) AS workflow_instance,
-       s.last_sync, s.executions_truncated, s.workflows_truncated,
-       ({FIRST_OBSERVED_SQL["executions"]}) AS first_observed
-  FROM workspaces w, LATERAL ({INSTANCE_SIDE_SQL}) s
- WHERE w.id = $1{extra_condition}
-"""
-
-
-_SCOPE = _scope_sql()
-# For a pending caller (`Tool.authorizes`): its approval ($4) and, only when that approval
-# lists the workspace, the scope: no approval row → no row at all; a workspace not listed →
-# the approval's columns with a null scope.
-_AUTHORIZING_SCOPE = f"""
-SELECT a.*, sc.*
-  FROM ({approval_query("$4")}) a
-  LEFT JOIN LATERAL ({_scope_sql(" AND $1 = ANY(a.workspace_ids)")}) sc ON true
-"""
+from service.tools.common import Coverage, coverage_of
 
 
 @dataclass(frozen=True)
@@ -98,10 +74,10 @@ async def read_scope(
         granted = ctx.caller.role_in(workspace_id) is not None
         row = None
         if granted:
-            row = await conn.fetchrow(_SCOPE, workspace_id, instance_id, workflow_id)
+            row = await conn.fetchrow(SCOPE, workspace_id, instance_id, workflow_id)
     else:
         row = await conn.fetchrow(
-            _AUTHORIZING_SCOPE, workspace_id, instance_id, workflow_id, ctx.caller.approval_id
+            APPROVAL_AND_SCOPE, workspace_id, instance_id, workflow_id, ctx.caller.approval_id
         )
         return _confirmed_scope(ctx, workspace_id, row, not_found_later)
     return _scope_of(row, granted, not_found_later)
@@ -139,13 +115,6 @@ def _scope_of(
     )
 
 
-# The first statement of a page whose rows do not depend on the scope, one per page
-# statement text (a filter combination): built on first use from the column types
-# PostgreSQL reports for both halves, so that neither half's columns are written twice.
-_COMBINED: dict[str, str] = {}
-FIRST_PAGE_PARAMETER = 5  # $1–$4: workspace, instance, workflow, approval
-
-
 async def read_scope_and_page(
     ctx: ToolContext,
     conn: asyncpg.Connection,
@@ -154,59 +123,19 @@ async def read_scope_and_page(
     workflow_id: UUID | None,
     page_sql: str,
     page_arguments: Sequence[Any],
-    page_probe: Callable[[], str],
 ) -> tuple[ExecutionScope, list[asyncpg.Record]]:
     """`read_scope(..., not_found_later=True)` for a pending caller and the rows of
     `page_sql` (its parameters numbered from FIRST_PAGE_PARAMETER, $1 the workspace) in
-    ONE statement: the approval and scope row first (`head`), then the page's rows in the
-    page's order. The rows are read only for a workspace the approval lists, and returned
-    only once `ToolContext.authorize` confirmed the caller; NOT_FOUND is left to the
-    caller (`ExecutionScope.require_granted`), as with `not_found_later`. `page_probe`
-    makes a statement with the page's columns and parameters numbered from $2 (PostgreSQL
-    must type every parameter of a statement it describes); it is called only the first
-    time a page statement is seen."""
+    ONE statement. The rows are returned only once `ToolContext.authorize` confirmed the
+    caller; NOT_FOUND is left to the caller (`ExecutionScope.require_granted`)."""
     if ctx.caller.confirmed:
         raise RuntimeError("read_scope_and_page is for a pending caller")
-    sql = _COMBINED.get(page_sql) or await _combined_sql(conn, page_sql, page_probe())
-    rows = await conn.fetch(
-        sql, workspace_id, instance_id, workflow_id, ctx.caller.approval_id, *page_arguments
-    )
-    head = next((row for row in rows if row["head"]), None)
+    head, page = await read_first_page(
+        conn, workspace_id, instance_id, workflow_id, ctx.caller.approval_id,
+        page_sql, page_arguments,
+    )  # fmt: skip
     scope = _confirmed_scope(ctx, workspace_id, head, not_found_later=True)
-    if not scope.granted:
-        return scope, []
-    page = [row for row in rows if not row["head"]]
-    # UNION ALL keeps each half's order in practice but SQL does not promise it, and an
-    # outer ORDER BY made PostgreSQL plan the statement anew on every call (its generic
-    # plan cannot know the LIMIT): sorting the ≤ 51 rows here costs a pass when in order.
-    page.sort(key=_page_order, reverse=True)
-    return scope, page
-
-
-def _page_order(row: asyncpg.Record) -> tuple[Any, Any]:
-    return row["sort_at"], row["id"]
-
-
-async def _combined_sql(conn: asyncpg.Connection, page_sql: str, page_probe: str) -> str:
-    head_columns = (await conn.prepare(_AUTHORIZING_SCOPE)).get_attributes()
-    page_columns = (await conn.prepare(page_probe)).get_attributes()
-
-    def nulls(columns: Sequence[Any]) -> str:
-        return ", ".join(f'NULL::{c.type.name} AS "{c.name}"' for c in columns)
-
-    sql = f"""
-WITH a AS ({approval_query("$4")})
-SELECT true AS head, a.*, sc.*, {nulls(page_columns)}
-  FROM a LEFT JOIN LATERAL ({_scope_sql(" AND $1 = ANY(a.workspace_ids)")}) sc ON true
-UNION ALL
-SELECT false, {nulls(head_columns)}, p.*
-  FROM ({page_sql}) p
- WHERE EXISTS (SELECT 1 FROM a WHERE $1 = ANY(a.workspace_ids))
-"""
-    if getattr(conn, "through_pooler", False):  # planned once per backend, not every call
-        sql = await as_function(conn, sql) or sql
-    _COMBINED[page_sql] = sql
-    return sql
+    return scope, page if scope.granted else []
 
 
 _UNGRANTED = ExecutionScope(

@@ -1,10 +1,10 @@
 """get_many_executions and get_execution: retained execution rows, newest first.
 
-Order is coalesce(startedAt, createdAt, observedAt) descending, then id descending: the
-generated column `sort_at`, read by keyset on (sort_at, id) with the executions_* indexes.
-A period window (docs/reading-rules.md) keeps dated rows whose chronology lies in [start, asOf]; for
-dated rows sort_at is the chronology, so the window is a range on the same index. The first
-page's asOf and window start travel in the cursor, so a walk reads one stable window.
+Order is coalesce(startedAt, createdAt, observedAt) descending, then id descending (the
+statements: service/store/reads/executions.py). A period window (docs/reading-rules.md)
+keeps dated rows whose chronology lies in [start, asOf]; for dated rows sort_at is the
+chronology, so the window is a range on the same index. The first page's asOf and window
+start travel in the cursor, so a walk reads one stable window.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from service.auth.caller import N8N_READ
 from service.errors import NotFound
+from service.store.reads.executions import FIRST_PAGE_PARAMETER, ONE_EXECUTION, page_query
 from service.tools.base import (
     LimitArg,
     Output,
@@ -30,7 +32,7 @@ from service.tools.base import (
 )
 from service.tools.common import Cost, CostCoverage, Coverage, cost_of
 from service.tools.cursors import check_fresh
-from service.tools.execution_scope import FIRST_PAGE_PARAMETER, read_scope, read_scope_and_page
+from service.tools.execution_scope import read_scope, read_scope_and_page
 from service.tools.inventory import fit_page
 from service.tools.periods import window_start
 from service.tools.shaping import (
@@ -39,7 +41,6 @@ from service.tools.shaping import (
     shorten,
 )
 
-N8N_READ = "n8n:read"
 WORKFLOW_NAME_LENGTH = 100
 LABEL_LENGTH = 200  # instanceName, sourceId, sourceWorkflowId: shortened silently
 StatusFilter = Literal[
@@ -100,114 +101,6 @@ class OneExecution(Output):
     execution: ExecutionRow
     coverage: Coverage
     history: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-def utc_text_sql(column: str) -> str:
-    """SQL writing a timestamptz as shaping.format_instant does (UTC, `Z`, no fraction for
-    whole seconds, else milliseconds or microseconds as needed). Rows are shaped on the hot
-    path of every list: PostgreSQL's to_char costs a fraction of decoding a datetime and
-    formatting it in Python (measured: 0.04 ms against 0.45 ms for a 50-row page). One
-    to_char a value, its pattern picked by comparing the value with itself truncated
-    (measured at 10M rows: 0.19 → 0.15 ms of PostgreSQL CPU for the four instants of a
-    50-row page, against computing the microseconds three times and padding them)."""
-    utc = f"({column}) AT TIME ZONE 'UTC'"
-
-    def text(fraction: str) -> str:
-        return f"""to_char({utc}, 'YYYY-MM-DD"T"HH24:MI:SS{fraction}"Z"')"""
-
-    return (
-        f"CASE WHEN {column} = date_trunc('second', {column}) THEN {text('')}"
-        f" WHEN {column} = date_trunc('milliseconds', {column}) THEN {text('.MS')}"
-        f" ELSE {text('.US')} END"
-    )
-
-
-# durationMs (docs/reading-rules.md): whole milliseconds rounded down, null when negative or
-# missing.
-_DURATION = (
-    "CASE WHEN e.stopped_at >= e.started_at"
-    " THEN floor(extract(epoch FROM e.stopped_at - e.started_at) * 1000)::bigint END"
-)
-_EXECUTION_COLUMNS = f"""
-    e.id, e.instance_id, e.workflow_id, e.workflow_name, e.source_id, e.source_workflow_id,
-    e.status, {utc_text_sql("e.started_at")} AS started_at,
-    {utc_text_sql("e.created_at")} AS created_at, {utc_text_sql("e.stopped_at")} AS stopped_at,
-    {utc_text_sql("e.observed_at")} AS observed_at, {_DURATION} AS duration_ms,
-    e.source_missing, e.sort_at, e.cost_state, e.cost_amount, e.cc_state, e.cc_priced,
-    e.cc_unresolved, e.cc_excluded, e.cc_observations, e.cc_missing_mapping"""
-# What the `failed` branches read (the outer statement shapes the merged rows).
-_STORED_COLUMNS = """
-    e.id, e.instance_id, e.workflow_id, e.workflow_name, e.source_id, e.source_workflow_id,
-    e.status, e.started_at, e.created_at, e.stopped_at, e.observed_at, e.source_missing,
-    e.sort_at, e.cost_state, e.cost_amount, e.cc_state, e.cc_priced, e.cc_unresolved,
-    e.cc_excluded, e.cc_observations, e.cc_missing_mapping"""
-_ROW_COLUMNS = f"{_EXECUTION_COLUMNS}, i.name AS instance_name"
-
-# Each filter adds a constant condition (never text from the request): a statement per
-# filter combination, so every prepared plan can use the matching index for the keyset.
-_PAGE_CONDITIONS = {
-    "instance": "e.instance_id = ${}",
-    # With a workflow filter, the workflow's (…, status, sort_at, id) index must lead: a
-    # workflow lies in one instance, so the instance test only drops rows of a workflow that
-    # moved; written so that no index can serve it (measured: a small workflow in a large
-    # instance otherwise walked 137 000 of the instance's error rows for an empty page).
-    "instance_check": "(e.instance_id = ${}) IS TRUE",
-    "workflow": "e.workflow_id = ${}",
-    "status": "e.status = ${}",
-    "window": "e.dated AND e.sort_at >= ${} AND e.sort_at <= ${}",
-    "after": "(e.sort_at, e.id) < (${}, ${}::uuid)",
-}
-# `failed` is two statuses. A btree cannot return `status IN (…)` in (sort_at, id) order, so
-# the statement reads each status in order from its own (…, status, sort_at, id) index and
-# merges the two short lists: deep pages and rare statuses cost what common ones do.
-FAILED = ("error", "crashed")
-_ORDER = "ORDER BY e.sort_at DESC, e.id DESC"
-
-
-def page_query(
-    filters: dict[str, tuple[Any, ...]], rows: int, first: int = 2
-) -> tuple[str, list[Any]]:
-    """The page statement for the filters present, reading at most `rows` rows, and its
-    arguments ($1 is the workspace, the filters' values are numbered from `first`).
-    Filters: instance (id), workflow (id), status (one status), failed (no value),
-    window (start, asOf), after (sort_at, id).
-
-    The row count is written into the statement (one text per page size, at most 51):
-    with a `LIMIT $n` PostgreSQL cannot cost a generic plan and planned the statement anew
-    on every call (measured at 10M rows: 0.63 → 0.40 ms of server CPU a page)."""
-    conditions = ["e.workspace_id = $1"]
-    arguments: list[Any] = []
-    for name, values in filters.items():
-        if name == "failed":
-            continue
-        numbers = range(len(arguments) + first, len(arguments) + first + len(values))
-        conditions.append(_PAGE_CONDITIONS[name].format(*numbers))
-        arguments.extend(values)
-    where = " AND ".join(conditions)
-    limit = int(rows)
-    if "failed" not in filters:
-        query = (
-            f"SELECT {_ROW_COLUMNS} FROM executions e JOIN instances i ON i.id = e.instance_id"
-            f" WHERE {where} {_ORDER} LIMIT {limit}"
-        )
-        return query, arguments
-    branches = " UNION ALL ".join(
-        f"(SELECT {_STORED_COLUMNS} FROM executions e"
-        f" WHERE {where} AND e.status = '{status}' {_ORDER} LIMIT {limit})"
-        for status in FAILED
-    )
-    query = (
-        f"SELECT {_ROW_COLUMNS} FROM ({branches}) e JOIN instances i ON i.id = e.instance_id"
-        f" {_ORDER} LIMIT {limit}"
-    )
-    return query, arguments
-
-
-_ONE = f"""
-SELECT {_ROW_COLUMNS}, e.history
-  FROM executions e JOIN instances i ON i.id = e.instance_id
- WHERE e.id = $1 AND e.workspace_id = $2
-"""
 
 
 def shape_row(row: asyncpg.Record) -> ExecutionRow:
@@ -310,7 +203,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
             query, arguments = page_query(filters, limit + 1, first=FIRST_PAGE_PARAMETER)
             scope, prefetched = await read_scope_and_page(
                 ctx, conn, workspace_id, instance_id, workflow_id,
-                query, arguments, lambda: page_query(filters, limit + 1)[0],
+                query, arguments,
             )  # fmt: skip
         else:
             scope = await read_scope(
@@ -392,7 +285,7 @@ async def get_execution(ctx: ToolContext, params: ExecutionParams) -> OneExecuti
     execution_id = parse_uuid(params.executionId)
     async with ctx.pool.acquire() as conn:
         scope = await read_scope(ctx, conn, workspace_id)
-        row = await conn.fetchrow(_ONE, execution_id, workspace_id)
+        row = await conn.fetchrow(ONE_EXECUTION, execution_id, workspace_id)
         if row is None:
             raise NotFound("No such execution in this workspace.")
     out = OneExecution(

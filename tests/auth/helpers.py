@@ -21,7 +21,8 @@ from aiohttp.test_utils import TestClient
 from cryptography.hazmat.primitives import serialization
 
 from service.auth import setup_auth
-from service.auth.bearer import authenticate, challenge
+from service.auth.authorization import Authorization, approval_reader
+from service.auth.bearer import auth_reason, challenge, verify
 from service.auth.tokens import TokenService
 from service.config import Config
 from service.errors import AuthError, Unavailable
@@ -62,8 +63,9 @@ class AuthApp:
 async def probe(request: web.Request) -> web.Response:
     """Stands in for /mcp: answers the caller, or the error the transport would answer."""
     try:
-        caller = await authenticate(request)
+        caller = await Authorization(verify(request), approval_reader(request.app)).confirm()
     except AuthError as err:
+        request.app[METRICS].auth_failed(auth_reason(err))  # as service/mcp/answers.py does
         headers = {"WWW-Authenticate": challenge(err, request.app[CONFIG])}
         return web.json_response({"error": err.error}, status=err.status, headers=headers)
     except Unavailable as err:

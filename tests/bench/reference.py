@@ -29,7 +29,8 @@ from aiohttp import web
 
 from service.cli.serve import event_loop_factory, tune_gc
 from service.store.db import reset_when_needed
-from service.tools.executions import page_query, shape_row
+from service.store.reads.executions import page_query
+from service.tools.executions import shape_row
 
 POOL_SIZE = 10
 

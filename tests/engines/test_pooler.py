@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient
 from service.app import create_app
 from service.config import Config
 from service.keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
-from service.tools import execution_scope
+from service.store.reads import executions as reads_executions
 from tests.engines.conftest import SETTLED
 from tests.engines.support import NOW, call, hammer, nine_calls, seed_world, token_for
 from tests.support.engines_pg import PgBouncer
@@ -63,7 +63,7 @@ async def test_the_nine_tools_answer_through_the_pooler_as_they_do_directly(
     world = await seed_world(direct.app[DB_POOL])
     token, _ = await token_for(direct.app[DB_POOL], direct.app[TOKENS], world)
     # The pooled app describes the first-page statement itself (unnamed statements).
-    execution_scope._COMBINED.clear()
+    reads_executions._THROUGH_POOLER.clear()
     calls = nine_calls(world)
     for rid, (tool, arguments) in enumerate(calls * 2):  # twice: described, then known
         status, through_pooler = await call(pooled, token, tool, arguments, rid)
@@ -72,8 +72,8 @@ async def test_the_nine_tools_answer_through_the_pooler_as_they_do_directly(
         _, directly = await call(direct, token, tool, arguments, rid)
         assert _comparable(through_pooler) == _comparable(directly), tool
     # The first pages were served by server-side functions (plans kept through the pooler).
-    made = [sql for sql in execution_scope._COMBINED.values() if "elova_plan_" in sql]
-    assert len(made) == 2, execution_scope._COMBINED
+    made = [sql for sql in reads_executions._THROUGH_POOLER.values() if "elova_plan_" in sql]
+    assert len(made) == 2, reads_executions._THROUGH_POOLER
     functions = await direct.app[DB_POOL].fetchval(
         "SELECT count(*) FROM pg_proc WHERE proname LIKE 'elova_plan_%'"
     )

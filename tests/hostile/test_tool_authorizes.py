@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
-from service.auth.bearer import confirm
+from service.auth.authorization import Authorization, approval_reader
 from service.auth.caller import Caller
 from service.keys import CURSORS, DB_POOL, METRICS, TOKENS
 from service.tools.base import ToolContext
@@ -233,15 +233,15 @@ async def test_revoked_mid_session_is_401_for_the_authorizing_tools(hostile: Hos
 
 async def _page(h: Hostile, caller: Caller, now: datetime, **arguments: Any) -> dict[str, Any]:
     tool = next(t for t in EXECUTION_TOOLS if t.name == "get_many_executions")
+    authorization = Authorization(caller, approval_reader(h.app))
+    authorization.require(tool.name, tool.scope)
     ctx = ToolContext(
         pool=h.app[DB_POOL],
-        caller=caller,
+        authorization=authorization,
         cursors=h.app[CURSORS],
         now=now,
         max_response_bytes=256 * 1024,
         response_overhead=200,
-        tool=tool.name,
-        scope=tool.scope,
     )
     output: dict[str, Any] = msgspec.to_builtins(
         await tool.handler(ctx, tool.decode(msgspec.json.encode(arguments)))
@@ -262,7 +262,7 @@ async def test_one_statement_first_pages_equal_the_two_statement_ones(hostile: H
         client_id=a.approval.client_id,
         scopes=frozenset({"n8n:read", "workspaces:read"}),
     )
-    confirmed = await confirm(hostile.app, pending)
+    confirmed = await Authorization(pending, approval_reader(hostile.app)).confirm()
     workspace = a.workspaces[0]
     pool = hostile.app[DB_POOL]
     instance = await pool.fetchval("SELECT id FROM instances WHERE workspace_id = $1", workspace)

@@ -19,6 +19,7 @@ import asyncpg
 import msgspec
 from jsonschema import Draft202012Validator
 
+from service.auth.authorization import Authorization
 from service.auth.caller import ALL_SCOPES, Caller
 from service.store.snapshot import load_snapshot
 from service.tools.base import Tool, ToolContext
@@ -65,7 +66,7 @@ class Client:
         assert self.caller is not None
         return ToolContext(
             pool=self.pool,
-            caller=self.caller,
+            authorization=Authorization(self.caller),
             cursors=self.codec,
             now=self.now,
             max_response_bytes=self.max_response_bytes,

@@ -19,6 +19,7 @@ import asyncpg
 import msgspec
 from jsonschema import Draft202012Validator
 
+from service.auth.authorization import Authorization
 from service.auth.caller import ALL_SCOPES, Caller
 from service.store.snapshot import load_snapshot
 from service.tools.base import Tool, ToolContext
@@ -75,7 +76,7 @@ class Client:
     def context(self) -> ToolContext:
         return ToolContext(
             pool=self.pool,
-            caller=self.caller,
+            authorization=Authorization(self.caller),
             cursors=self.codec,
             now=NOW,
             max_response_bytes=self.max_response_bytes,

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from service.tools.executions import page_query
+from service.store.reads.executions import page_query
 from service.tools.stats_counts import raw_counts, rollup_counts
 
 

@@ -1,0 +1,151 @@
+"""The one authorization step of every MCP request (docs/decisions/auth.md, Precedence).
+
+The transport verifies the bearer token (service/auth/bearer.py): the caller it names is
+*pending* until the approval behind the token is read in this request. `Authorization`
+holds that caller and is the only place it becomes confirmed, in one of two ways:
+
+- `confirm()` reads the approval on its own (one statement on the primary);
+- `confirm_from(row)` takes the approval columns a tool's own first statement read beside
+  its rows (`Tool.authorizes`; service/store/reads/executions.py): one round trip less.
+
+Either way the same rules apply: the approval must exist, be neither revoked nor expired,
+be of the token's generation and belong to its account and client (else 401); the caller
+holds the scopes both the token and the approval grant, and `require`d scopes are checked
+against them (else 403). Dispatch confirms every caller still pending before any answer
+leaves, so a revoked approval is 401 whatever else is wrong with the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from service.auth.caller import Caller
+from service.auth.tokens import InvalidToken
+from service.errors import STORE_FAILED, InsufficientScope, Unavailable
+from service.keys import CONFIG, DB_POOL, METRICS
+from service.store.reads.approvals import read_approval_state
+
+ApprovalRead = Callable[[uuid.UUID], Awaitable[Mapping[str, Any] | None]]
+UNAVAILABLE_MESSAGE = "Authorization is temporarily unavailable; retry shortly"
+
+
+class Authorization:
+    """The caller of one request: pending until confirmed, then confirmed for good."""
+
+    __slots__ = ("_caller", "_read", "_refusal", "_required")
+
+    def __init__(self, caller: Caller, read: ApprovalRead | None = None) -> None:
+        self._caller = caller
+        self._read = read
+        self._required: tuple[str, str] | None = None  # (tool, scope)
+        self._refusal: InvalidToken | None = None  # the approval was read and refused
+
+    @property
+    def caller(self) -> Caller:
+        """The confirmed caller, or the pending one (its ids and token scopes only)."""
+        return self._caller
+
+    @property
+    def confirmed(self) -> bool:
+        return self._caller.confirmed
+
+    @property
+    def decided(self) -> bool:
+        """Whether the approval was read in this request (confirmed, or refused)."""
+        return self._caller.confirmed or self._refusal is not None
+
+    def require(self, tool: str, scope: str) -> None:
+        """403 unless the caller holds `scope` (the token's scopes while pending: they
+        bound the approval's); remembered and checked again once confirmed."""
+        self._required = (tool, scope)
+        self._check_scope()
+
+    async def confirm(self) -> Caller:
+        """Read the approval on its own unless already confirmed (AuthError, Unavailable)."""
+        if self._caller.confirmed:
+            return self._caller
+        if self._refusal is not None:
+            raise self._refusal
+        if self._read is None:
+            raise RuntimeError("this authorization cannot read approvals")
+        return self.confirm_from(await self._read(self._caller.approval_id))
+
+    def confirm_from(self, row: Mapping[str, Any] | None) -> Caller:
+        """Confirm a pending caller from `approval_state` columns (None: no such approval)."""
+        if not self._caller.confirmed:
+            try:
+                self._caller = _confirmed(self._caller, row)
+            except InvalidToken as err:
+                self._refusal = err
+                raise
+            self._check_scope()
+        return self._caller
+
+    def _check_scope(self) -> None:
+        if self._required is not None and self._required[1] not in self._caller.scopes:
+            raise missing_scope(*self._required)
+
+
+def missing_scope(tool: str, scope: str) -> InsufficientScope:
+    return InsufficientScope(
+        f"The {tool} tool needs the {scope} scope, which this approval lacks.",
+        required_scope=scope,
+    )
+
+
+def approval_reader(app: web.Application) -> ApprovalRead:
+    """Reads approval states on the primary (never a replica: a revocation holds at once),
+    under a bound of its own, timed as the `auth` dependency call."""
+    pool = app[DB_POOL]
+    metrics = app[METRICS]
+    timeout = min(10.0, app[CONFIG].limits.request_deadline_seconds)
+
+    async def read(approval_id: uuid.UUID) -> Mapping[str, Any] | None:
+        started = time.perf_counter()
+        failed = True
+        try:
+            async with asyncio.timeout(timeout):
+                row = await read_approval_state(pool, approval_id)
+            failed = False
+            return row
+        except STORE_FAILED as err:
+            raise Unavailable(UNAVAILABLE_MESSAGE, retry_after_seconds=1) from err
+        finally:
+            metrics.db_call("auth", time.perf_counter() - started, failed)
+
+    return read
+
+
+def _refused(description: str, reason: str) -> InvalidToken:
+    return InvalidToken(description, reason=reason)
+
+
+def _confirmed(pending: Caller, row: Mapping[str, Any] | None) -> Caller:
+    if row is None or row["generation"] is None:
+        raise _refused("The approval behind this token no longer exists", "revoked")
+    if row["revoked"]:
+        raise _refused("The approval behind this token was revoked", "revoked")
+    if row["generation"] != pending.generation:
+        raise _refused(
+            "The approval behind this token was replaced; use its newer tokens", "revoked"
+        )
+    if row["expired"]:
+        raise _refused("The approval behind this token has expired", "approval_expired")
+    if row["account_id"] != pending.account_id or row["client_id"] != pending.client_id:
+        raise _refused("The access token does not match its approval", "other")
+    eligible: dict[uuid.UUID, str] = dict(zip(row["workspace_ids"], row["roles"], strict=True))
+    return Caller.build(
+        account_id=pending.account_id,
+        approval_id=pending.approval_id,
+        generation=pending.generation,
+        client_id=pending.client_id,
+        # A token never grants more than its approval holds now.
+        scopes=pending.scopes & frozenset(row["scopes"]),
+        eligible=eligible,
+    )

@@ -1,0 +1,89 @@
+"""The one error boundary of `/mcp`: every exception becomes the answer on the wire here.
+
+    ProtocolError        its JSON-RPC code and HTTP status (-32603 ones: 500, logged)
+    AuthError            401 / 403, JSON-RPC 401 / 403, WWW-Authenticate challenge
+    LimitExceeded        429, JSON-RPC 429 with the limit, Retry-After and RateLimit headers
+    Unavailable          503, JSON-RPC -32600 "Service Unavailable: …", Retry-After
+    STORE_FAILED         (asyncpg, OSError, timeouts outside a tool) as Unavailable
+    anything else        500, JSON-RPC -32603 "Internal error", logged with the request id
+
+Tool errors (a tool's own ToolError, and its reads' foreign failures through
+service.errors.tool_failure) are results, not errors: service/mcp/calls.py shapes them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from aiohttp.hdrs import RETRY_AFTER, WWW_AUTHENTICATE
+
+from service.auth.bearer import auth_reason, challenge
+from service.errors import (
+    STORE_FAILED,
+    AuthError,
+    LimitExceeded,
+    ProtocolError,
+    Unavailable,
+)
+from service.keys import CONFIG, METRICS
+from service.mcp import protocol as p
+from service.mcp.rpc import Answer
+
+log = logging.getLogger(__name__)
+
+STORE_UNAVAILABLE = "retry shortly"
+
+
+def failure(
+    app: web.Application, request_id: str, rpc_id: p.RequestId | None, err: BaseException
+) -> Answer:
+    """The answer for `err`, raised while answering JSON-RPC request `rpc_id`."""
+    if isinstance(err, ProtocolError):
+        return protocol_error(rpc_id, err)
+    if isinstance(err, AuthError):
+        app[METRICS].auth_failed(auth_reason(err))
+        code = p.FORBIDDEN if err.status == 403 else p.UNAUTHORIZED
+        headers: dict[str, str] = {WWW_AUTHENTICATE: challenge(err, app[CONFIG])}
+        return Answer(
+            p.error_body(rpc_id, code, err.description), err.status, headers, "auth_error"
+        )
+    if isinstance(err, LimitExceeded):
+        return limited(rpc_id, err)
+    if isinstance(err, Unavailable):
+        return unavailable(rpc_id, err.message, err.retry_after_seconds or 1)
+    if isinstance(err, STORE_FAILED):
+        log.warning("store unavailable: %r", err, extra={"request_id": request_id})
+        return unavailable(rpc_id, STORE_UNAVAILABLE, 1)
+    log.exception("unexpected failure", exc_info=err, extra={"request_id": request_id})
+    return Answer(p.error_body(rpc_id, p.INTERNAL_ERROR, "Internal error"), 500, outcome="error")
+
+
+def protocol_error(rpc_id: p.RequestId | None, err: ProtocolError) -> Answer:
+    status = 500 if err.code == p.INTERNAL_ERROR else err.http_status
+    body = p.error_body(rpc_id, err.code, err.message, err.data)
+    return Answer(body, status, outcome="error" if status == 500 else "protocol_error")
+
+
+def refused(
+    status: int,
+    message: str,
+    rpc_id: p.RequestId | None = None,
+    headers: dict[str, str] | None = None,
+) -> Answer:
+    """An HTTP-level refusal: JSON-RPC -32600 with `message`."""
+    return Answer(
+        p.error_body(rpc_id, p.INVALID_REQUEST, message), status, headers or {}, "protocol_error"
+    )
+
+
+def unavailable(rpc_id: p.RequestId | None, message: str, retry_after: int) -> Answer:
+    headers: dict[str, str] = {RETRY_AFTER: str(retry_after)}
+    return refused(503, f"Service Unavailable: {message}", rpc_id, headers)
+
+
+def limited(rpc_id: p.RequestId | None, err: LimitExceeded) -> Answer:
+    data = {"limit": err.limit, "retryAfterSeconds": err.retry_after_seconds}
+    body = p.error_body(rpc_id, p.TOO_MANY_REQUESTS, err.message, data)
+    headers: dict[str, str] = {**err.headers, RETRY_AFTER: str(err.retry_after_seconds)}
+    return Answer(body, 429, headers, "limited")

@@ -1,0 +1,1 @@
+"""The read statements of the retained records and approvals, one module a record family."""
