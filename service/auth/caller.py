@@ -20,10 +20,10 @@ class Caller:
     a member of, recomputed on every call) to the account's role in it.
 
     A caller is `confirmed` once its approval row was read in this request. An unconfirmed
-    caller holds only what the verified token says (`Caller.pending`): the transport makes
-    one for a tool whose first statement reads the approval too (`Tool.authorizes`), and
-    the tool confirms it from that statement's row (service.auth.bearer.confirmed_caller).
-    Until then it knows no workspace: `role_in` and `eligible_digest` must not be used.
+    caller holds only what the verified token says (`Caller.pending`, made by the bearer
+    check); service/auth/authorization.py confirms it, from a read of its own or from the
+    row a tool's first statement read (`Tool.authorizes`). Until then it knows no
+    workspace: `role_in` and `eligible_digest` must not be used.
     """
 
     account_id: UUID
