@@ -21,14 +21,13 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from aiohttp import web
+import asyncpg
 
 from service.auth.caller import Caller
 from service.auth.tokens import InvalidToken
 from service.errors import STORE_FAILED, InsufficientScope, Unavailable
-from service.keys import CONFIG, DB_POOL, METRICS
 from service.store.reads.approvals import read_approval_state
 
 ApprovalRead = Callable[[uuid.UUID], Awaitable[Mapping[str, Any] | None]]
@@ -99,12 +98,13 @@ def missing_scope(tool: str, scope: str) -> InsufficientScope:
     )
 
 
-def approval_reader(app: web.Application) -> ApprovalRead:
-    """Reads approval states on the primary (never a replica: a revocation holds at once),
-    under a bound of its own, timed as the `auth` dependency call."""
-    pool = app[DB_POOL]
-    metrics = app[METRICS]
-    timeout = min(10.0, app[CONFIG].limits.request_deadline_seconds)
+class DependencyTimer(Protocol):
+    def db_call(self, operation: str, seconds: float, error: bool) -> None: ...
+
+
+def approval_reader(pool: asyncpg.Pool, metrics: DependencyTimer, timeout: float) -> ApprovalRead:
+    """Reads approval states from `pool` (the primary's, never a replica's: a revocation
+    holds at once) within `timeout` seconds, timed as the `auth` dependency call."""
 
     async def read(approval_id: uuid.UUID) -> Mapping[str, Any] | None:
         started = time.perf_counter()

@@ -63,7 +63,9 @@ class AuthApp:
 async def probe(request: web.Request) -> web.Response:
     """Stands in for /mcp: answers the caller, or the error the transport would answer."""
     try:
-        caller = await Authorization(verify(request), approval_reader(request.app)).confirm()
+        caller = await Authorization(
+            verify(request), approval_reader(request.app[DB_POOL], request.app[METRICS], 10.0)
+        ).confirm()
     except AuthError as err:
         request.app[METRICS].auth_failed(auth_reason(err))  # as service/mcp/answers.py does
         headers = {"WWW-Authenticate": challenge(err, request.app[CONFIG])}
