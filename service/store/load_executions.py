@@ -1,7 +1,7 @@
 """Loading the `executions` array of a snapshot, and the per-workflow execution summaries.
 
 `load_executions` validates every record (msgspec), sanitises its strings, bounds its
-history report (service/tools/history.py), checks its references (the instance exists; the
+history report (service/rules/history.py), checks its references (the instance exists; the
 workflow is null or one of the same instance) and upserts all of them by id in one
 statement fed by COPY, which also moves the statistics rollups by the difference
 (service/store/rollups.py). It must run inside the snapshot's transaction, after workflows.
@@ -19,11 +19,11 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from service.rules.history import HistoryIn, bound_history
+from service.rules.shaping import MAX_FRACTION_DIGITS, sanitize_name
 from service.store.decoding import check_id, decode_records, label, unique_ids
 from service.store.loading import LoadError
 from service.store.rollups import upsert_with_rollups
-from service.tools.history import HistoryIn, bound_history
-from service.tools.shaping import MAX_FRACTION_DIGITS, sanitize_name
 
 ARRAY = "executions"
 

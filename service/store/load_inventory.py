@@ -20,15 +20,15 @@ import msgspec
 
 from service.auth.passwords import hash_password
 from service.errors import ValidationError
-from service.store.decoding import check_id, decode_records, label, unique_ids
-from service.store.loading import LoadError
-from service.tools.inventory import (
+from service.rules.inventory import (
     MAX_NODES,
     NODE_STRING_LIMITS,
     InventoryNode,
     bound_inventory,
 )
-from service.tools.shaping import resolve_zone, sanitize_name, shorten
+from service.rules.shaping import resolve_zone, sanitize_name, shorten
+from service.store.decoding import check_id, decode_records, label, unique_ids
+from service.store.loading import LoadError
 
 Instant = Annotated[datetime, msgspec.Meta(tz=True)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]

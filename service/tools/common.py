@@ -17,8 +17,8 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from service.rules.shaping import format_amount, format_instant
 from service.tools.base import Output
-from service.tools.shaping import format_amount, format_instant
 
 # Output Structs omit fields equal to their default (omit_defaults=True, so that optional
 # fields set to msgspec.UNSET disappear). Required fields therefore never have a default,

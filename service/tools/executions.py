@@ -17,6 +17,12 @@ import asyncpg
 import msgspec
 
 from service.errors import NotFound
+from service.rules.periods import window_start
+from service.rules.shaping import (
+    format_local,
+    resolve_zone,
+    shorten,
+)
 from service.tools.base import (
     LimitArg,
     Output,
@@ -31,13 +37,7 @@ from service.tools.base import (
 from service.tools.common import Cost, CostCoverage, Coverage, cost_of
 from service.tools.cursors import check_fresh
 from service.tools.execution_scope import FIRST_PAGE_PARAMETER, read_scope, read_scope_and_page
-from service.tools.inventory import fit_page
-from service.tools.periods import window_start
-from service.tools.shaping import (
-    format_local,
-    resolve_zone,
-    shorten,
-)
+from service.tools.paging import fit_page
 
 N8N_READ = "n8n:read"
 WORKFLOW_NAME_LENGTH = 100

@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg
 
 from service.auth.caller import N8N_READ
+from service.rules.shaping import format_instant, shorten
 from service.tools.base import Output, Params, Tool, ToolContext, UuidArg, parse_uuid
-from service.tools.shaping import format_instant, shorten
 
 MAX_INSTANCES = 20
 NAME_LIMIT = 200

@@ -14,9 +14,9 @@ import asyncpg
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
+from service.rules.shaping import format_instant
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 from service.tools.instances import instant
-from service.tools.shaping import format_instant
 
 WINDOW = 100
 

@@ -2,7 +2,7 @@
 
 Lifecycle (docs/reading-rules.md): `current` rows are present, not archived and not definition-less;
 the rest are `historical`. Lists are ordered by name (code point), then id, with a keyset
-cursor anchored on the last row (see service/tools/inventory.py). `costMedian` and
+cursor anchored on the last row (see service/tools/paging.py). `costMedian` and
 `missingMappingObservations` come from workflow_execution_summaries, kept by the executions
 loader. get_workflow embeds the node inventory text stored at load time without re-encoding.
 """
@@ -17,12 +17,12 @@ import msgspec
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
+from service.rules.shaping import amount_fits, format_instant, shorten
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 from service.tools.common import Cost, Coverage, cost_of, coverage
 from service.tools.cursors import check_fresh
 from service.tools.instances import instant
-from service.tools.inventory import anchor_of, anchor_position, check_anchor, fit_page
-from service.tools.shaping import amount_fits, format_instant, shorten
+from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_page
 
 NAME_LIMIT = 200
 INSTANCE_NAME_LIMIT = 200

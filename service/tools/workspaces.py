@@ -15,10 +15,10 @@ import msgspec
 
 from service.auth.caller import WORKSPACES_READ
 from service.errors import NotFound
+from service.rules.shaping import shorten
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 from service.tools.cursors import check_fresh
-from service.tools.inventory import anchor_of, anchor_position, check_anchor, fit_page
-from service.tools.shaping import shorten
+from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_page
 
 NAME_LIMIT = 200
 # The workspace list spans workspaces, so no single workspace's read generation governs it:

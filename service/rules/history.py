@@ -1,7 +1,9 @@
-"""The bounded history report of one execution (docs/reading-rules.md), computed at load time.
+"""The bounded history report of one execution (docs/reading-rules.md).
 
-A snapshot carries the untruncated `history` object of get_execution; the loader bounds it
-once and stores the compact JSON that get_execution returns as is:
+A snapshot carries the untruncated `history` object of get_execution; the loader
+(service/store/load_executions.py, and the bulk demo writer) bounds it once with
+`bound_history` when it stores the execution, and get_execution returns the stored compact
+JSON as is:
 
 - strings are sanitised (ids: C0 and DEL; free text: NUL) and shortened to the schema's
   maxLength in code points (error messages 1000);
@@ -21,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from service.tools.shaping import (
+from service.rules.shaping import (
     format_instant,
     sanitize_free_text,
     sanitize_history_id,

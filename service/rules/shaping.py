@@ -1,7 +1,9 @@
-"""Value shaping shared by the loader and the tools: sanitising, shortening, instants, amounts.
+"""Value shaping shared by the loader and the tools: sanitising, shortening, instants, amounts,
+zones.
 
-The loader sanitises (so stored, sorted and returned values agree); the tools shorten on
-read and format instants and exact decimal amounts.
+The loader sanitises (so stored, sorted and returned values agree), shortens node inventory
+strings, checks amounts' digits and workspace zones; the tools shorten on read, format
+instants and exact decimal amounts, and resolve the zone a call names.
 """
 
 from __future__ import annotations
