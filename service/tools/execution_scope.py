@@ -1,6 +1,6 @@
 """What the execution tools read before their rows, in one statement: the workspace (zone,
 read generation, poll interval), whether the instanceId / workflowId filters belong to it, and the
-coverage of the scope (docs/reading-rules.md, with service.tools.common's own SQL for it).
+coverage of the scope (docs/reading-rules.md, with service/store/reads/coverage.py's SQL for it).
 
 One round trip instead of four on the hot path of get_many_executions; for a pending caller
 (the transport left the approval to the tool: `Tool.authorizes`) the same statement also
@@ -21,8 +21,9 @@ import asyncpg
 from service.auth.bearer import approval_query
 from service.errors import NotFound
 from service.store.plans import as_function
+from service.store.reads.coverage import FIRST_OBSERVED_SQL, INSTANCE_SIDE_SQL
 from service.tools.base import ToolContext
-from service.tools.common import FIRST_OBSERVED_SQL, INSTANCE_SIDE_SQL, Coverage, coverage_of
+from service.tools.coverage import Coverage, coverage_of
 
 
 def _scope_sql(extra_condition: str = "") -> str:

@@ -34,7 +34,8 @@ from service.tools.base import (
     UuidArg,
     parse_uuid,
 )
-from service.tools.common import Cost, CostCoverage, Coverage, cost_of
+from service.tools.cost import Cost, CostCoverage, cost_of
+from service.tools.coverage import Coverage
 from service.tools.cursors import check_fresh
 from service.tools.execution_scope import FIRST_PAGE_PARAMETER, read_scope, read_scope_and_page
 from service.tools.paging import fit_page

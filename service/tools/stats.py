@@ -24,7 +24,8 @@ from service.tools.base import (
     UuidArg,
     parse_uuid,
 )
-from service.tools.common import Cost, CostCoverage, Coverage, cost_of
+from service.tools.cost import Cost, CostCoverage, cost_of
+from service.tools.coverage import Coverage
 from service.tools.execution_scope import read_scope
 from service.tools.stats_counts import Sums, rollup_counts
 

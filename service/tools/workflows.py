@@ -19,7 +19,8 @@ from service.auth.caller import N8N_READ
 from service.errors import NotFound
 from service.rules.shaping import amount_fits, format_instant, shorten
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
-from service.tools.common import Cost, Coverage, cost_of, coverage
+from service.tools.cost import Cost, cost_of
+from service.tools.coverage import Coverage, coverage
 from service.tools.cursors import check_fresh
 from service.tools.instances import instant
 from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_page

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from service.errors import CursorStale, NotFound, ValidationError
 from service.rules.shaping import duration_ms, format_instant
-from service.tools.common import coverage
+from service.tools.coverage import coverage
 from service.tools.execution_scope import read_scope
 from service.tools.executions import _DURATION, utc_text_sql
 from tests.support.snapshots import ABSENT, Snapshot
