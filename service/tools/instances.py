@@ -10,9 +10,9 @@ import asyncpg
 
 from service.auth.caller import N8N_READ
 from service.rules.shaping import format_instant, shorten
+from service.store.reads.instances import first_instances
 from service.tools.base import Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 
-MAX_INSTANCES = 20
 NAME_LIMIT = 200
 
 
@@ -47,17 +47,6 @@ class InstancesResult(Output):
     instances: list[InstanceOut]
 
 
-_LIST = f"""
-    SELECT i.*,
-           (SELECT count(*) FROM workflows w
-             WHERE w.instance_id = i.id AND w.is_current) AS workflow_count
-      FROM instances i
-     WHERE i.workspace_id = $1
-     ORDER BY i.name, i.id
-     LIMIT {MAX_INSTANCES}
-"""
-
-
 def instant(value: datetime | None) -> str | None:
     return None if value is None else format_instant(value)
 
@@ -87,7 +76,7 @@ def _out(row: asyncpg.Record) -> InstanceOut:
 async def get_many_instances(ctx: ToolContext, params: GetManyInstancesParams) -> InstancesResult:
     workspace_id = parse_uuid(params.workspaceId)
     ctx.workspace_role(workspace_id)
-    rows = await ctx.pool.fetch(_LIST, workspace_id)
+    rows = await first_instances(ctx.pool, workspace_id)
     return InstancesResult(workspaceId=str(workspace_id), instances=[_out(r) for r in rows])
 
 

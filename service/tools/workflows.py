@@ -9,7 +9,7 @@ loader. get_workflow embeds the node inventory text stored at load time without 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
@@ -18,6 +18,9 @@ import msgspec
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
 from service.rules.shaping import amount_fits, format_instant, shorten
+from service.store.reads.instances import instance_workspace
+from service.store.reads.workflows import Lifecycle, workflow, workflow_name, workflow_page
+from service.store.reads.workspaces import read_generation
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 from service.tools.cost import Cost, cost_of
 from service.tools.coverage import Coverage, coverage
@@ -28,7 +31,6 @@ from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_p
 NAME_LIMIT = 200
 INSTANCE_NAME_LIMIT = 200
 SOURCE_ID_LIMIT = 200
-Lifecycle = Literal["current", "historical", "all"]
 
 
 class GetManyWorkflowsParams(Params):
@@ -91,44 +93,7 @@ class WorkflowResult(Output):
     coverage: Coverage
 
 
-_SELECT = """
-    SELECT w.id, w.instance_id, i.name AS instance_name, w.name, w.source_id, w.active,
-           w.tracked, w.present, w.archived_known, w.archived, w.definition_available,
-           w.definition_removed_known, w.definition_removed_at, w.updated_at, w.node_count,
-           w.observed_at, s.total_executions, s.priced_executions, s.median_amount,
-           s.cost_partial, s.missing_mapping_observations{extra}
-      FROM workflows w
-      JOIN instances i ON i.id = w.instance_id
-      LEFT JOIN workflow_execution_summaries s ON s.workflow_id = w.id
-"""
-_LIFECYCLE = {"current": "w.is_current", "historical": "NOT w.is_current", "all": None}
 _READ_ONLY = {"isolation": "repeatable_read", "readonly": True}
-
-
-def _page_query(
-    workspace_id: UUID,
-    instance_id: UUID | None,
-    lifecycle: Lifecycle,
-    after: tuple[str, UUID] | None,
-    fetch: int,
-) -> tuple[str, list[Any]]:
-    """One of a fixed set of statements (argument text never enters the SQL), with its
-    arguments; each shape has an index in (scope, [is_current,] name, id) order."""
-    args: list[Any] = [workspace_id]
-    where = ["w.workspace_id = $1"]
-    if instance_id is not None:
-        args.append(instance_id)
-        where.append(f"w.instance_id = ${len(args)}")
-    condition = _LIFECYCLE[lifecycle]
-    if condition:
-        where.append(condition)
-    if after is not None:
-        args.extend(after)
-        where.append(f'(w.name, w.id) > (${len(args) - 1}::text COLLATE "C", ${len(args)}::uuid)')
-    sql = f"{_SELECT.format(extra='')} WHERE {' AND '.join(where)} ORDER BY w.name, w.id"
-    # The row count is part of the text: with `LIMIT $n` PostgreSQL cannot cost a generic
-    # plan and plans every call anew (see executions.page_query).
-    return f"{sql} LIMIT {int(fetch)}", args
 
 
 def _cost_median(row: asyncpg.Record) -> CostMedian | msgspec.UnsetType:
@@ -175,12 +140,10 @@ def _fields(row: asyncpg.Record) -> dict[str, Any]:
 
 
 async def _read_generation(conn: asyncpg.Connection, workspace_id: UUID) -> int:
-    generation = await conn.fetchval(
-        "SELECT read_generation FROM workspaces WHERE id = $1", workspace_id
-    )
+    generation = await read_generation(conn, workspace_id)
     if generation is None:
         raise NotFound("No such workspace is granted to this connection.")
-    return int(generation)
+    return generation
 
 
 async def _check_instance(
@@ -188,8 +151,7 @@ async def _check_instance(
 ) -> None:
     if instance_id is None:
         return
-    owner = await conn.fetchval("SELECT workspace_id FROM instances WHERE id = $1", instance_id)
-    if owner != workspace_id:
+    if await instance_workspace(conn, instance_id) != workspace_id:
         raise NotFound("No such instance in this workspace.")
 
 
@@ -211,15 +173,12 @@ async def get_many_workflows(ctx: ToolContext, params: GetManyWorkflowsParams) -
         if state is not None:
             check_fresh(state, generation)
             after_id, digest = anchor_of(state.position)
-            stored = await conn.fetchval(
-                "SELECT name FROM workflows WHERE id = $1 AND workspace_id = $2",
-                after_id,
-                workspace_id,
-            )
+            stored = await workflow_name(conn, after_id, workspace_id)
             after = (check_anchor(stored, digest), after_id)
         await _check_instance(conn, workspace_id, instance_id)
-        query, args = _page_query(workspace_id, instance_id, params.lifecycle, after, limit + 1)
-        rows = await conn.fetch(query, *args)
+        rows = await workflow_page(
+            conn, workspace_id, instance_id, params.lifecycle, after, limit + 1
+        )
         scope = await coverage(conn, workspace_id, instance_id, "workflows")
     more = len(rows) > limit
     rows = rows[:limit]
@@ -245,12 +204,8 @@ async def get_workflow(ctx: ToolContext, params: GetWorkflowParams) -> WorkflowR
     workspace_id = parse_uuid(params.workspaceId)
     workflow_id = parse_uuid(params.workflowId)
     ctx.workspace_role(workspace_id)
-    query = (
-        _SELECT.format(extra=", w.nodes_inventory, w.nodes_truncated")
-        + " WHERE w.id = $1 AND w.workspace_id = $2"
-    )
     async with ctx.pool.acquire() as conn, conn.transaction(**_READ_ONLY):
-        row = await conn.fetchrow(query, workflow_id, workspace_id)
+        row = await workflow(conn, workflow_id, workspace_id)
         if row is None:
             raise NotFound("No such workflow in this workspace.")
         scope = await coverage(conn, workspace_id, None, "workflows")
