@@ -1,7 +1,7 @@
 """get_execution_stats: retained-execution totals, buckets and reference cost for a period.
 
 Windows and bucket boundaries come from service/rules/periods.py (zoneinfo); the counts
-from service/tools/stats_counts.py, which reads the 15-minute/daily rollups and only the
+from service/store/reads/stats.py, which reads the 15-minute/daily rollups and only the
 rows of the partial slot at asOf (the raw aggregation there is the reference it must equal).
 Costs are exact decimal sums, formatted without trailing zeros.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from service.rules.shaping import amount_fits, format_local, resolve_zone
+from service.store.reads.stats import Sums, rollup_counts
 from service.tools.base import (
     Output,
     Params,
@@ -27,7 +28,6 @@ from service.tools.base import (
 from service.tools.cost import Cost, CostCoverage, cost_of
 from service.tools.coverage import Coverage
 from service.tools.execution_scope import read_scope
-from service.tools.stats_counts import Sums, rollup_counts
 
 N8N_READ = "n8n:read"
 
