@@ -62,6 +62,11 @@ def format_instant(value: datetime) -> str:
     return f"{base}.{micro:06d}Z"
 
 
+def format_optional_instant(value: datetime | None) -> str | None:
+    """format_instant, or None for a missing instant."""
+    return None if value is None else format_instant(value)
+
+
 def format_local(value: datetime, zone: ZoneInfo) -> str:
     """An instant with the zone's UTC offset at that instant: 2025-01-15T10:00:00+01:00.
 

@@ -15,7 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
-from service.rules.shaping import format_instant
+from service.rules.shaping import format_optional_instant
 from service.store.reads.coverage import Records, read_coverage
 from service.tools.base import Output
 
@@ -39,8 +39,8 @@ def coverage_of(
     workflows_truncated: bool,
 ) -> Coverage:
     return Coverage(
-        firstObservedAt=None if first_observed is None else format_instant(first_observed),
-        lastSuccessfulSyncAt=None if last_sync is None else format_instant(last_sync),
+        firstObservedAt=format_optional_instant(first_observed),
+        lastSuccessfulSyncAt=format_optional_instant(last_sync),
         partial=True,
         workflowsTruncated=bool(workflows_truncated),
         executionsTruncated=bool(executions_truncated),

@@ -3,13 +3,12 @@ with their collection state and how many current workflows each holds. No cursor
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from service.auth.caller import N8N_READ
-from service.rules.shaping import format_instant, shorten
+from service.rules.shaping import format_optional_instant, shorten
 from service.store.reads.instances import first_instances
 from service.tools.base import Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 
@@ -47,10 +46,6 @@ class InstancesResult(Output):
     instances: list[InstanceOut]
 
 
-def instant(value: datetime | None) -> str | None:
-    return None if value is None else format_instant(value)
-
-
 def _out(row: asyncpg.Record) -> InstanceOut:
     return InstanceOut(
         id=str(row["id"]),
@@ -58,9 +53,9 @@ def _out(row: asyncpg.Record) -> InstanceOut:
         status=row["status"],
         autoSyncEnabled=row["auto_sync_enabled"],
         workflowIntervalMinutes=row["workflow_interval_minutes"],
-        lastSyncAt=instant(row["last_sync_at"]),
-        lastWorkflowSyncAt=instant(row["last_workflow_sync_at"]),
-        lastExecutionSyncAt=instant(row["last_execution_sync_at"]),
+        lastSyncAt=format_optional_instant(row["last_sync_at"]),
+        lastWorkflowSyncAt=format_optional_instant(row["last_workflow_sync_at"]),
+        lastExecutionSyncAt=format_optional_instant(row["last_execution_sync_at"]),
         workflowCount=row["workflow_count"],
         historyComplete=row["history_complete"],
         syncState=SyncStateOut(
@@ -68,7 +63,7 @@ def _out(row: asyncpg.Record) -> InstanceOut:
             scope=row["sync_scope"],
             status=row["sync_status"],
             errorCode=row["sync_error_code"],
-            lastAttemptAt=instant(row["sync_last_attempt_at"]),
+            lastAttemptAt=format_optional_instant(row["sync_last_attempt_at"]),
         ),
     )
 

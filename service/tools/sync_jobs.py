@@ -14,11 +14,10 @@ import asyncpg
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
-from service.rules.shaping import format_instant
+from service.rules.shaping import format_instant, format_optional_instant
 from service.store.reads.instances import instance_workspace
 from service.store.reads.sync_jobs import recent_jobs
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
-from service.tools.instances import instant
 
 WINDOW = 100
 
@@ -55,7 +54,7 @@ def _out(row: asyncpg.Record) -> SyncJobOut:
         trigger=row["trigger"],
         status=row["status"],
         createdAt=format_instant(row["created_at"]),
-        finishedAt=instant(row["finished_at"]),
+        finishedAt=format_optional_instant(row["finished_at"]),
         errorCode=row["error_code"],
     )
 

@@ -17,7 +17,7 @@ import msgspec
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
-from service.rules.shaping import amount_fits, format_instant, shorten
+from service.rules.shaping import amount_fits, format_instant, format_optional_instant, shorten
 from service.store.reads.instances import instance_workspace
 from service.store.reads.workflows import Lifecycle, workflow, workflow_name, workflow_page
 from service.store.reads.workspaces import read_generation
@@ -25,7 +25,6 @@ from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, Uuid
 from service.tools.cost import Cost, cost_of
 from service.tools.coverage import Coverage, coverage
 from service.tools.cursors import check_fresh
-from service.tools.instances import instant
 from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_page
 
 NAME_LIMIT = 200
@@ -127,11 +126,11 @@ def _fields(row: asyncpg.Record) -> dict[str, Any]:
             msgspec.UNSET if row["definition_available"] is None else row["definition_available"]
         ),
         "definitionRemovedAt": (
-            instant(row["definition_removed_at"])
+            format_optional_instant(row["definition_removed_at"])
             if row["definition_removed_known"]
             else msgspec.UNSET
         ),
-        "updatedAt": instant(row["updated_at"]),
+        "updatedAt": format_optional_instant(row["updated_at"]),
         "nodeCount": row["node_count"],
         "observedAt": format_instant(row["observed_at"]),
         "missingMappingObservations": msgspec.UNSET if missing is None else missing,
