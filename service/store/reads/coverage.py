@@ -13,7 +13,7 @@ import asyncpg
 
 Records = Literal["executions", "workflows"]
 
-# As SQL other statements embed (service/tools/execution_scope.py reads them with the
+# As SQL other statements embed (the execution tools' scope statement reads them with the
 # workspace in one round trip): the instance side (one row) and the earliest observedAt.
 INSTANCE_SIDE_SQL = """
     SELECT max(last_sync_at) AS last_sync,
