@@ -34,6 +34,7 @@ _LimitFloat = Annotated[float, msgspec.Meta(ge=1, le=50)]
 # JSON Schema integers include 5.0; Params.__post_init__ turns integral floats into int.
 LimitArg = _LimitInt | _LimitFloat
 TimeZoneArg = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+# \Z, not $, as in service/rules/identifiers.py.
 Period = Annotated[str, msgspec.Meta(pattern=r"^(today|7d|30d|all)\Z")]
 
 
