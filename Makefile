@@ -50,7 +50,7 @@ test: install tools
 # in well under a minute. A new pure test file joins this list.
 UNIT_TESTS := tests/test_config.py tests/test_crypto.py \
 	tests/limits/test_units.py tests/limits/test_engine_config.py \
-	tests/tools/test_periods.py tests/tools/test_arguments.py tests/tools/test_history.py \
+	tests/rules/test_periods.py tests/tools/test_arguments.py tests/rules/test_history.py \
 	tests/engines/test_settings.py tests/demo/test_snapshot.py \
 	tests/ux/test_docs.py tests/ux/test_tools_doc.py \
 	tests/ux/test_no_shared_refs.py tests/ux/test_rewrite_shared_refs.py

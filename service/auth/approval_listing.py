@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from service.auth.activity import read_approval_activity
-from service.tools.shaping import format_instant
+from service.rules.shaping import format_instant
 
 # One SQL expression a source, each the newest instant it knows for approval `a` (or null).
 LAST_USE: tuple[str, ...] = (

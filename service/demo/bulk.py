@@ -39,11 +39,11 @@ from service.demo.common import Json, n8n_workflow_id, stable_rng, stable_uuid
 from service.demo.history import Outcome, report, unavailable
 from service.demo.setup import workflow_nodes
 from service.demo.usage import Call, cost_fields, priced_call, unreported_call
+from service.rules.history import HistoryIn, bound_history
+from service.rules.inventory import bound_inventory
+from service.rules.shaping import format_amount, format_instant
 from service.store.load_executions import COST_ABSENT, COST_NULL, COST_PRESENT
 from service.store.load_inventory import NodeIn, clean_nodes
-from service.tools.history import HistoryIn, bound_history
-from service.tools.inventory import bound_inventory
-from service.tools.shaping import format_amount, format_instant
 
 CHUNK = 50_000
 ZONES = ("Europe/Berlin", "America/New_York", "Asia/Kathmandu", "Australia/Sydney", "UTC")

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from service.demo.catalog import MODELS, Model
 from service.demo.common import Json
-from service.tools.shaping import format_amount
+from service.rules.shaping import format_amount
 
 MILLION = Decimal(1_000_000)
 

@@ -13,8 +13,8 @@ from uuid import UUID
 
 import msgspec
 
+from service.rules.identifiers import UUID_PATTERN
 from service.store.loading import LoadError
-from service.tools.base import UUID_PATTERN
 
 T = TypeVar("T")
 

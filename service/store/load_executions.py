@@ -1,7 +1,7 @@
 """Loading the `executions` array of a snapshot, and the per-workflow execution summaries.
 
 `load_executions` validates every record (msgspec), sanitises its strings, bounds its
-history report (service/tools/history.py), checks its references (the instance exists; the
+history report (service/rules/history.py), checks its references (the instance exists; the
 workflow is null or one of the same instance) and upserts all of them by id in one
 statement fed by COPY, which also moves the statistics rollups by the difference
 (service/store/rollups.py). It must run inside the snapshot's transaction, after workflows.
@@ -11,7 +11,6 @@ statement fed by COPY, which also moves the statistics rollups by the difference
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from decimal import Decimal, localcontext
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -19,17 +18,15 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from service.rules.fields import Counter, Instant, NonEmpty
+from service.rules.history import HistoryIn, bound_history
+from service.rules.shaping import MAX_FRACTION_DIGITS, sanitize_name
 from service.store.decoding import check_id, decode_records, label, unique_ids
 from service.store.loading import LoadError
 from service.store.rollups import upsert_with_rollups
-from service.tools.history import HistoryIn, bound_history
-from service.tools.shaping import MAX_FRACTION_DIGITS, sanitize_name
 
 ARRAY = "executions"
 
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
-Name = Annotated[str, msgspec.Meta(min_length=1)]
-Counter = Annotated[int, msgspec.Meta(ge=0, le=9007199254740991)]
 Amount = Annotated[str, msgspec.Meta(pattern=r"^(?:0|[1-9]\d{0,37})(?:\.\d{1,18})?\Z")]
 Status = Literal["success", "error", "crashed", "canceled", "new", "running", "waiting", "unknown"]
 COST_ABSENT, COST_NULL, COST_PRESENT = 0, 1, 2
@@ -56,9 +53,9 @@ class ExecutionIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     id: UUID
     instanceId: UUID
     workflowId: UUID | None
-    workflowName: Name
-    sourceId: Name
-    sourceWorkflowId: Name
+    workflowName: NonEmpty
+    sourceId: NonEmpty
+    sourceWorkflowId: NonEmpty
     status: Status
     startedAt: Instant | None
     createdAt: Instant | None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -20,18 +19,17 @@ import msgspec
 
 from service.auth.passwords import hash_password
 from service.errors import ValidationError
-from service.store.decoding import check_id, decode_records, label, unique_ids
-from service.store.loading import LoadError
-from service.tools.inventory import (
+from service.rules.fields import Instant, NonEmpty
+from service.rules.inventory import (
     MAX_NODES,
     NODE_STRING_LIMITS,
     InventoryNode,
     bound_inventory,
 )
-from service.tools.shaping import resolve_zone, sanitize_name, shorten
+from service.rules.shaping import resolve_zone, sanitize_name, shorten
+from service.store.decoding import check_id, decode_records, label, unique_ids
+from service.store.loading import LoadError
 
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
-NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 # No spaces or control characters (PostgreSQL text cannot hold NUL; a login has no C0/C1).
 Email = Annotated[
     str,

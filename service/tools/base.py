@@ -21,23 +21,21 @@ import msgspec
 from service.auth.authorization import Authorization
 from service.auth.caller import Caller
 from service.errors import NotFound, ValidationError
+from service.rules.identifiers import UUID_PATTERN
+from service.tools import paging
 from service.tools.arguments import explain
 from service.tools.cursors import CursorCodec
 
 P = TypeVar("P", bound=msgspec.Struct)
 _encode = msgspec.json.Encoder().encode
 
-# Patterns end in \Z, not $: Python's $ also matches before a final newline (ECMA's does not).
-UUID_PATTERN = (
-    r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}"
-    r"|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)\Z"
-)
 UuidArg = Annotated[str, msgspec.Meta(pattern=UUID_PATTERN)]
 _LimitInt = Annotated[int, msgspec.Meta(ge=1, le=50)]
 _LimitFloat = Annotated[float, msgspec.Meta(ge=1, le=50)]
 # JSON Schema integers include 5.0; Params.__post_init__ turns integral floats into int.
 LimitArg = _LimitInt | _LimitFloat
 TimeZoneArg = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+# \Z, not $, as in service/rules/identifiers.py.
 Period = Annotated[str, msgspec.Meta(pattern=r"^(today|7d|30d|all)\Z")]
 
 
@@ -101,17 +99,9 @@ class ToolContext:
         return role
 
     def fits(self, structured: bytes) -> bool:
-        """Whether a result with this structuredContent stays within the response bound.
-
-        The result carries the JSON twice: as structuredContent and as a text block. Raw JSON
-        from msgspec holds no control characters, so the text copy escapes only `"` and `\\`
-        and is at most twice as long: most pages are decided without a second encoding.
-        """
-        budget = self.max_response_bytes - self.response_overhead
-        if 3 * len(structured) <= budget:
-            return True
-        text = msgspec.json.encode(structured.decode("utf-8"))
-        return len(structured) + len(text) <= budget
+        """Whether a result with this structuredContent stays within the response bound
+        (service.tools.paging.fits: the envelope's bytes are taken off the bound)."""
+        return paging.fits(structured, self.max_response_bytes - self.response_overhead)
 
 
 Handler = Callable[[ToolContext, Any], Awaitable[msgspec.Struct]]

@@ -21,7 +21,7 @@ import asyncpg
 from service.errors import NotFound
 from service.store.reads.executions import APPROVAL_AND_SCOPE, SCOPE, read_first_page
 from service.tools.base import ToolContext
-from service.tools.common import Coverage, coverage_of
+from service.tools.coverage import Coverage, coverage_of
 
 
 @dataclass(frozen=True)

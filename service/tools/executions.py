@@ -18,6 +18,8 @@ import msgspec
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
+from service.rules.periods import window_start
+from service.rules.shaping import format_local, resolve_zone, shorten
 from service.store.reads.executions import FIRST_PAGE_PARAMETER, ONE_EXECUTION, page_query
 from service.tools.base import (
     LimitArg,
@@ -30,16 +32,11 @@ from service.tools.base import (
     UuidArg,
     parse_uuid,
 )
-from service.tools.common import Cost, CostCoverage, Coverage, cost_of
+from service.tools.cost import Cost, CostCoverage, cost_of
+from service.tools.coverage import Coverage
 from service.tools.cursors import check_fresh
 from service.tools.execution_scope import read_scope, read_scope_and_page
-from service.tools.inventory import fit_page
-from service.tools.periods import window_start
-from service.tools.shaping import (
-    format_local,
-    resolve_zone,
-    shorten,
-)
+from service.tools.paging import fit_page
 
 WORKFLOW_NAME_LENGTH = 100
 LABEL_LENGTH = 200  # instanceName, sourceId, sourceWorkflowId: shortened silently

@@ -3,16 +3,15 @@ with their collection state and how many current workflows each holds. No cursor
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from service.auth.caller import N8N_READ
+from service.rules.shaping import format_optional_instant, shorten
+from service.store.reads.instances import first_instances
 from service.tools.base import Output, Params, Tool, ToolContext, UuidArg, parse_uuid
-from service.tools.shaping import format_instant, shorten
 
-MAX_INSTANCES = 20
 NAME_LIMIT = 200
 
 
@@ -47,21 +46,6 @@ class InstancesResult(Output):
     instances: list[InstanceOut]
 
 
-_LIST = f"""
-    SELECT i.*,
-           (SELECT count(*) FROM workflows w
-             WHERE w.instance_id = i.id AND w.is_current) AS workflow_count
-      FROM instances i
-     WHERE i.workspace_id = $1
-     ORDER BY i.name, i.id
-     LIMIT {MAX_INSTANCES}
-"""
-
-
-def instant(value: datetime | None) -> str | None:
-    return None if value is None else format_instant(value)
-
-
 def _out(row: asyncpg.Record) -> InstanceOut:
     return InstanceOut(
         id=str(row["id"]),
@@ -69,9 +53,9 @@ def _out(row: asyncpg.Record) -> InstanceOut:
         status=row["status"],
         autoSyncEnabled=row["auto_sync_enabled"],
         workflowIntervalMinutes=row["workflow_interval_minutes"],
-        lastSyncAt=instant(row["last_sync_at"]),
-        lastWorkflowSyncAt=instant(row["last_workflow_sync_at"]),
-        lastExecutionSyncAt=instant(row["last_execution_sync_at"]),
+        lastSyncAt=format_optional_instant(row["last_sync_at"]),
+        lastWorkflowSyncAt=format_optional_instant(row["last_workflow_sync_at"]),
+        lastExecutionSyncAt=format_optional_instant(row["last_execution_sync_at"]),
         workflowCount=row["workflow_count"],
         historyComplete=row["history_complete"],
         syncState=SyncStateOut(
@@ -79,7 +63,7 @@ def _out(row: asyncpg.Record) -> InstanceOut:
             scope=row["sync_scope"],
             status=row["sync_status"],
             errorCode=row["sync_error_code"],
-            lastAttemptAt=instant(row["sync_last_attempt_at"]),
+            lastAttemptAt=format_optional_instant(row["sync_last_attempt_at"]),
         ),
     )
 
@@ -87,7 +71,7 @@ def _out(row: asyncpg.Record) -> InstanceOut:
 async def get_many_instances(ctx: ToolContext, params: GetManyInstancesParams) -> InstancesResult:
     workspace_id = parse_uuid(params.workspaceId)
     ctx.workspace_role(workspace_id)
-    rows = await ctx.pool.fetch(_LIST, workspace_id)
+    rows = await first_instances(ctx.pool, workspace_id)
     return InstancesResult(workspaceId=str(workspace_id), instances=[_out(r) for r in rows])
 
 

@@ -1,7 +1,7 @@
 """get_execution_stats: retained-execution totals, buckets and reference cost for a period.
 
-Windows and bucket boundaries come from service/tools/periods.py (zoneinfo); the counts
-from service/tools/stats_counts.py, which reads the 15-minute/daily rollups and only the
+Windows and bucket boundaries come from service/rules/periods.py (zoneinfo); the counts
+from service/store/reads/stats.py, which reads the 15-minute/daily rollups and only the
 rows of the partial slot at asOf (the raw aggregation there is the reference it must equal).
 Costs are exact decimal sums, formatted without trailing zeros.
 """
@@ -13,6 +13,8 @@ from typing import Any
 
 import msgspec
 
+from service.rules.shaping import amount_fits, format_local, resolve_zone
+from service.store.reads.stats import Sums, rollup_counts
 from service.tools.base import (
     Output,
     Params,
@@ -23,10 +25,9 @@ from service.tools.base import (
     UuidArg,
     parse_uuid,
 )
-from service.tools.common import Cost, CostCoverage, Coverage, cost_of
+from service.tools.cost import Cost, CostCoverage, cost_of
+from service.tools.coverage import Coverage
 from service.tools.execution_scope import read_scope
-from service.tools.shaping import amount_fits, format_local, resolve_zone
-from service.tools.stats_counts import Sums, rollup_counts
 
 N8N_READ = "n8n:read"
 

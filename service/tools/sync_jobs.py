@@ -14,9 +14,10 @@ import asyncpg
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
+from service.rules.shaping import format_instant, format_optional_instant
+from service.store.reads.instances import instance_workspace
+from service.store.reads.sync_jobs import recent_jobs
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
-from service.tools.instances import instant
-from service.tools.shaping import format_instant
 
 WINDOW = 100
 
@@ -45,15 +46,6 @@ class SyncJobsResult(Output):
     truncated: bool
 
 
-_RECENT = """
-    SELECT j.* FROM sync_jobs j
-      JOIN instances i ON i.id = j.instance_id
-     WHERE j.instance_id = $1 AND i.workspace_id = $2
-     ORDER BY j.created_at DESC, j.id DESC
-     LIMIT {rows}
-"""
-
-
 def _out(row: asyncpg.Record) -> SyncJobOut:
     return SyncJobOut(
         id=str(row["id"]),
@@ -62,7 +54,7 @@ def _out(row: asyncpg.Record) -> SyncJobOut:
         trigger=row["trigger"],
         status=row["status"],
         createdAt=format_instant(row["created_at"]),
-        finishedAt=instant(row["finished_at"]),
+        finishedAt=format_optional_instant(row["finished_at"]),
         errorCode=row["error_code"],
     )
 
@@ -73,12 +65,9 @@ async def get_many_sync_jobs(ctx: ToolContext, params: GetManySyncJobsParams) ->
     limit = int(params.limit)
     ctx.workspace_role(workspace_id)
     async with ctx.pool.acquire() as conn:
-        owner = await conn.fetchval("SELECT workspace_id FROM instances WHERE id = $1", instance_id)
-        if owner != workspace_id:
+        if await instance_workspace(conn, instance_id) != workspace_id:
             raise NotFound("No such instance in this workspace.")
-        rows = await conn.fetch(
-            _RECENT.format(rows=int(min(limit + 1, WINDOW))), instance_id, workspace_id
-        )
+        rows = await recent_jobs(conn, instance_id, workspace_id, min(limit + 1, WINDOW))
     return SyncJobsResult(
         workspaceId=str(workspace_id),
         instanceId=str(instance_id),

@@ -2,14 +2,14 @@
 
 Lifecycle (docs/reading-rules.md): `current` rows are present, not archived and not definition-less;
 the rest are `historical`. Lists are ordered by name (code point), then id, with a keyset
-cursor anchored on the last row (see service/tools/inventory.py). `costMedian` and
+cursor anchored on the last row (see service/tools/paging.py). `costMedian` and
 `missingMappingObservations` come from workflow_execution_summaries, kept by the executions
 loader. get_workflow embeds the node inventory text stored at load time without re-encoding.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
@@ -17,17 +17,19 @@ import msgspec
 
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
+from service.rules.shaping import amount_fits, format_instant, format_optional_instant, shorten
+from service.store.reads.instances import instance_workspace
+from service.store.reads.workflows import Lifecycle, workflow, workflow_name, workflow_page
+from service.store.reads.workspaces import read_generation
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
-from service.tools.common import Cost, Coverage, cost_of, coverage
+from service.tools.cost import Cost, cost_of
+from service.tools.coverage import Coverage, coverage
 from service.tools.cursors import check_fresh
-from service.tools.instances import instant
-from service.tools.inventory import anchor_of, anchor_position, check_anchor, fit_page
-from service.tools.shaping import amount_fits, format_instant, shorten
+from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_page
 
 NAME_LIMIT = 200
 INSTANCE_NAME_LIMIT = 200
 SOURCE_ID_LIMIT = 200
-Lifecycle = Literal["current", "historical", "all"]
 
 
 class GetManyWorkflowsParams(Params):
@@ -90,44 +92,7 @@ class WorkflowResult(Output):
     coverage: Coverage
 
 
-_SELECT = """
-    SELECT w.id, w.instance_id, i.name AS instance_name, w.name, w.source_id, w.active,
-           w.tracked, w.present, w.archived_known, w.archived, w.definition_available,
-           w.definition_removed_known, w.definition_removed_at, w.updated_at, w.node_count,
-           w.observed_at, s.total_executions, s.priced_executions, s.median_amount,
-           s.cost_partial, s.missing_mapping_observations{extra}
-      FROM workflows w
-      JOIN instances i ON i.id = w.instance_id
-      LEFT JOIN workflow_execution_summaries s ON s.workflow_id = w.id
-"""
-_LIFECYCLE = {"current": "w.is_current", "historical": "NOT w.is_current", "all": None}
 _READ_ONLY = {"isolation": "repeatable_read", "readonly": True}
-
-
-def _page_query(
-    workspace_id: UUID,
-    instance_id: UUID | None,
-    lifecycle: Lifecycle,
-    after: tuple[str, UUID] | None,
-    fetch: int,
-) -> tuple[str, list[Any]]:
-    """One of a fixed set of statements (argument text never enters the SQL), with its
-    arguments; each shape has an index in (scope, [is_current,] name, id) order."""
-    args: list[Any] = [workspace_id]
-    where = ["w.workspace_id = $1"]
-    if instance_id is not None:
-        args.append(instance_id)
-        where.append(f"w.instance_id = ${len(args)}")
-    condition = _LIFECYCLE[lifecycle]
-    if condition:
-        where.append(condition)
-    if after is not None:
-        args.extend(after)
-        where.append(f'(w.name, w.id) > (${len(args) - 1}::text COLLATE "C", ${len(args)}::uuid)')
-    sql = f"{_SELECT.format(extra='')} WHERE {' AND '.join(where)} ORDER BY w.name, w.id"
-    # The row count is part of the text: with `LIMIT $n` PostgreSQL cannot cost a generic
-    # plan and plans every call anew (see executions.page_query).
-    return f"{sql} LIMIT {int(fetch)}", args
 
 
 def _cost_median(row: asyncpg.Record) -> CostMedian | msgspec.UnsetType:
@@ -161,11 +126,11 @@ def _fields(row: asyncpg.Record) -> dict[str, Any]:
             msgspec.UNSET if row["definition_available"] is None else row["definition_available"]
         ),
         "definitionRemovedAt": (
-            instant(row["definition_removed_at"])
+            format_optional_instant(row["definition_removed_at"])
             if row["definition_removed_known"]
             else msgspec.UNSET
         ),
-        "updatedAt": instant(row["updated_at"]),
+        "updatedAt": format_optional_instant(row["updated_at"]),
         "nodeCount": row["node_count"],
         "observedAt": format_instant(row["observed_at"]),
         "missingMappingObservations": msgspec.UNSET if missing is None else missing,
@@ -174,12 +139,10 @@ def _fields(row: asyncpg.Record) -> dict[str, Any]:
 
 
 async def _read_generation(conn: asyncpg.Connection, workspace_id: UUID) -> int:
-    generation = await conn.fetchval(
-        "SELECT read_generation FROM workspaces WHERE id = $1", workspace_id
-    )
+    generation = await read_generation(conn, workspace_id)
     if generation is None:
         raise NotFound("No such workspace is granted to this connection.")
-    return int(generation)
+    return generation
 
 
 async def _check_instance(
@@ -187,8 +150,7 @@ async def _check_instance(
 ) -> None:
     if instance_id is None:
         return
-    owner = await conn.fetchval("SELECT workspace_id FROM instances WHERE id = $1", instance_id)
-    if owner != workspace_id:
+    if await instance_workspace(conn, instance_id) != workspace_id:
         raise NotFound("No such instance in this workspace.")
 
 
@@ -210,15 +172,12 @@ async def get_many_workflows(ctx: ToolContext, params: GetManyWorkflowsParams) -
         if state is not None:
             check_fresh(state, generation)
             after_id, digest = anchor_of(state.position)
-            stored = await conn.fetchval(
-                "SELECT name FROM workflows WHERE id = $1 AND workspace_id = $2",
-                after_id,
-                workspace_id,
-            )
+            stored = await workflow_name(conn, after_id, workspace_id)
             after = (check_anchor(stored, digest), after_id)
         await _check_instance(conn, workspace_id, instance_id)
-        query, args = _page_query(workspace_id, instance_id, params.lifecycle, after, limit + 1)
-        rows = await conn.fetch(query, *args)
+        rows = await workflow_page(
+            conn, workspace_id, instance_id, params.lifecycle, after, limit + 1
+        )
         scope = await coverage(conn, workspace_id, instance_id, "workflows")
     more = len(rows) > limit
     rows = rows[:limit]
@@ -244,12 +203,8 @@ async def get_workflow(ctx: ToolContext, params: GetWorkflowParams) -> WorkflowR
     workspace_id = parse_uuid(params.workspaceId)
     workflow_id = parse_uuid(params.workflowId)
     ctx.workspace_role(workspace_id)
-    query = (
-        _SELECT.format(extra=", w.nodes_inventory, w.nodes_truncated")
-        + " WHERE w.id = $1 AND w.workspace_id = $2"
-    )
     async with ctx.pool.acquire() as conn, conn.transaction(**_READ_ONLY):
-        row = await conn.fetchrow(query, workflow_id, workspace_id)
+        row = await workflow(conn, workflow_id, workspace_id)
         if row is None:
             raise NotFound("No such workflow in this workspace.")
         scope = await coverage(conn, workspace_id, None, "workflows")

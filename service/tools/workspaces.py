@@ -15,10 +15,11 @@ import msgspec
 
 from service.auth.caller import WORKSPACES_READ
 from service.errors import NotFound
+from service.rules.shaping import shorten
+from service.store.reads.workspaces import eligible_workspace_name, workspace, workspace_page
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 from service.tools.cursors import check_fresh
-from service.tools.inventory import anchor_of, anchor_position, check_anchor, fit_page
-from service.tools.shaping import shorten
+from service.tools.paging import anchor_of, anchor_position, check_anchor, fit_page
 
 NAME_LIMIT = 200
 # The workspace list spans workspaces, so no single workspace's read generation governs it:
@@ -53,15 +54,6 @@ class WorkspaceResult(Output):
     workspace: WorkspaceOut
 
 
-_PAGE = """
-    SELECT id, name, time_zone FROM workspaces
-     WHERE id = ANY($1::uuid[])
-       AND ($2::text IS NULL OR (name, id) > ($2::text COLLATE "C", $3::uuid))
-     ORDER BY name, id
-     LIMIT {rows}
-"""
-
-
 def _out(row: asyncpg.Record, role: str) -> WorkspaceOut:
     return WorkspaceOut(
         id=str(row["id"]),
@@ -75,20 +67,15 @@ async def get_many_workspaces(ctx: ToolContext, params: GetManyWorkspacesParams)
     limit = int(params.limit)
     binding = ctx.cursors.binding("get_many_workspaces", ctx.caller, [], limit)
     eligible = list(ctx.caller.eligible)
-    after_name: str | None = None
-    after_id: UUID | None = None
+    after: tuple[str, UUID] | None = None
     async with ctx.pool.acquire() as conn:
         if isinstance(params.cursor, str):
             state = ctx.cursors.open(params.cursor, binding)
             check_fresh(state, _LIST_GENERATION)
             after_id, digest = anchor_of(state.position)
-            stored = await conn.fetchval(
-                "SELECT name FROM workspaces WHERE id = $1 AND id = ANY($2::uuid[])",
-                after_id,
-                eligible,
-            )
-            after_name = check_anchor(stored, digest)
-        rows = await conn.fetch(_PAGE.format(rows=int(limit + 1)), eligible, after_name, after_id)
+            stored = await eligible_workspace_name(conn, after_id, eligible)
+            after = (check_anchor(stored, digest), after_id)
+        rows = await workspace_page(conn, eligible, after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
 
@@ -110,9 +97,7 @@ async def get_many_workspaces(ctx: ToolContext, params: GetManyWorkspacesParams)
 async def get_workspace(ctx: ToolContext, params: GetWorkspaceParams) -> WorkspaceResult:
     workspace_id = parse_uuid(params.workspaceId)
     role = ctx.workspace_role(workspace_id)
-    row = await ctx.pool.fetchrow(
-        "SELECT id, name, time_zone FROM workspaces WHERE id = $1", workspace_id
-    )
+    row = await workspace(ctx.pool, workspace_id)
     if row is None:
         raise NotFound("No such workspace is granted to this connection.")
     return WorkspaceResult(workspace=_out(row, role))

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from service.tools.periods import daily_buckets, window_start
-from service.tools.shaping import format_local
+from service.rules.periods import daily_buckets, window_start
+from service.rules.shaping import format_local
 from tests.audit.conftest import Audit, AuditFactory
 from tests.support.snapshots import Snapshot
 

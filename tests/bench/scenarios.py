@@ -25,8 +25,8 @@ from service.auth.caller import Caller
 from service.auth.tokens import TokenService
 from service.cli.approve import approve
 from service.config import Config
+from service.rules.periods import window_start
 from service.tools.cursors import CursorCodec, derive_cursor_key
-from service.tools.periods import window_start
 from tests.bench.loadgen import Request
 
 MODERN = "2026-07-28"

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace_ids
-from service.tools.history import HistoryIn, bound_history
+from service.rules.history import HistoryIn, bound_history
 from tests.demo.conftest import NOW
 
 CATALOG = Path(__file__).parents[2] / "service" / "mcp" / "elova-tools.json"

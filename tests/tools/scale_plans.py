@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 import asyncpg
 
 from service.store.reads.executions import page_query
-from service.tools.stats_counts import raw_counts, rollup_counts
+from service.store.reads.stats import raw_counts, rollup_counts
 
 
 async def pages(conn: asyncpg.Connection, args: argparse.Namespace) -> None:

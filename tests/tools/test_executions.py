@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.errors import CursorStale, NotFound, ValidationError
+from service.rules.shaping import duration_ms, format_instant
 from service.store.reads.executions import _DURATION, utc_text_sql
-from service.tools.common import coverage
+from service.tools.coverage import coverage
 from service.tools.execution_scope import read_scope
-from service.tools.shaping import duration_ms, format_instant
 from tests.support.snapshots import ABSENT, Snapshot
 from tests.tools.execution_support import Client, load, workspace_client
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.store.reads.stats import DAY_US, SLOT_US, raw_counts, rollup_counts, split_range
 from service.store.rollups import rebuild_rollups
-from service.tools.stats_counts import DAY_US, SLOT_US, raw_counts, rollup_counts, split_range
 from tests.support.snapshots import ABSENT, Snapshot
 from tests.tools.execution_support import load, workspace_client
 

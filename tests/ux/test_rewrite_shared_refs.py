@@ -68,4 +68,4 @@ def test_migrations_and_the_script_itself_are_never_rewritten() -> None:
     names = {p.as_posix() for p in files()}
     assert not any("/store/migrations/" in n for n in names)
     assert not any(n.endswith("shared_refs.py") for n in names)
-    assert any(n.endswith("service/tools/history.py") for n in names)
+    assert any(n.endswith("service/rules/history.py") for n in names)

@@ -1,7 +1,9 @@
-"""Value shaping shared by the loader and the tools: sanitising, shortening, instants, amounts.
+"""Value shaping shared by the loader and the tools: sanitising, shortening, instants, amounts,
+zones.
 
-The loader sanitises (so stored, sorted and returned values agree); the tools shorten on
-read and format instants and exact decimal amounts.
+The loader sanitises (so stored, sorted and returned values agree), shortens node inventory
+strings, checks amounts' digits and workspace zones; the tools shorten on read, format
+instants and exact decimal amounts, and resolve the zone a call names.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def format_instant(value: datetime) -> str:
     if micro % 1000 == 0:
         return f"{base}.{micro // 1000:03d}Z"
     return f"{base}.{micro:06d}Z"
+
+
+def format_optional_instant(value: datetime | None) -> str | None:
+    """format_instant, or None for a missing instant."""
+    return None if value is None else format_instant(value)
 
 
 def format_local(value: datetime, zone: ZoneInfo) -> str:

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 import asyncpg
 
-from service.tools.periods import buckets_for, window_start
+from service.rules.periods import buckets_for, window_start
 
 SLOT_US = 15 * 60 * 1_000_000
 DAY_US = 86_400 * 1_000_000

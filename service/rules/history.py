@@ -1,7 +1,9 @@
-"""The bounded history report of one execution (docs/reading-rules.md), computed at load time.
+"""The bounded history report of one execution (docs/reading-rules.md).
 
-A snapshot carries the untruncated `history` object of get_execution; the loader bounds it
-once and stores the compact JSON that get_execution returns as is:
+A snapshot carries the untruncated `history` object of get_execution; the loader
+(service/store/load_executions.py, and the bulk demo writer) bounds it once with
+`bound_history` when it stores the execution, and get_execution returns the stored compact
+JSON as is:
 
 - strings are sanitised (ids: C0 and DEL; free text: NUL) and shortened to the schema's
   maxLength in code points (error messages 1000);
@@ -16,12 +18,12 @@ Missing token counts stay null, never 0.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from service.tools.shaping import (
+from service.rules.fields import Counter, Instant, NonEmpty
+from service.rules.shaping import (
     format_instant,
     sanitize_free_text,
     sanitize_history_id,
@@ -38,9 +40,6 @@ LABEL_LENGTH = 200  # model, provider, error name, workflowVersionId
 NODE_TEXT_LENGTH = 300  # node name and type, reason
 MESSAGE_LENGTH = 1000
 
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
-Text = Annotated[str, msgspec.Meta(min_length=1)]
-Count = Annotated[int, msgspec.Meta(ge=0, le=9007199254740991)]
 WholeDuration = Annotated[int, msgspec.Meta(ge=0, le=9007199254740991)]
 Duration = Annotated[float, msgspec.Meta(ge=0, le=9007199254740991)]
 RunStatus = Literal[
@@ -54,27 +53,27 @@ class _In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class ErrorIn(_In):
-    name: Text | None
-    message: Text
+    name: NonEmpty | None
+    message: NonEmpty
 
 
 class UsageIn(_In):
-    id: Text | None
-    model: Text | None
-    provider: Text | None
+    id: NonEmpty | None
+    model: NonEmpty | None
+    provider: NonEmpty | None
     kind: Literal["reported", "estimated", "unknown"]
     pinned: bool | None
     modelSource: Literal["reported", "requested", "unknown"] | msgspec.UnsetType = msgspec.UNSET
     # A count the collector did not retain is unknown: absent reads as null, never 0.
-    inputTokens: Count | None = None
-    outputTokens: Count | None = None
-    totalTokens: Count | None = None
-    cachedInputTokens: Count | None = None
-    reasoningTokens: Count | None = None
+    inputTokens: Counter | None = None
+    outputTokens: Counter | None = None
+    totalTokens: Counter | None = None
+    cachedInputTokens: Counter | None = None
+    reasoningTokens: Counter | None = None
 
 
 class RunIn(_In):
-    id: Text
+    id: NonEmpty
     status: RunStatus
     startedAt: Instant | None
     durationMs: WholeDuration | Duration | None
@@ -84,9 +83,9 @@ class RunIn(_In):
 
 
 class NodeIn(_In):
-    id: Text
-    name: Text
-    type: Text
+    id: NonEmpty
+    name: NonEmpty
+    type: NonEmpty
     provenance: Literal["execution_snapshot", "recorded_run", "unknown"]
     pinned: bool | None
     runs: list[RunIn]
@@ -95,21 +94,21 @@ class NodeIn(_In):
 class PinningIn(_In):
     status: Literal["used", "not_used", "unknown"]
     source: Literal["execution_pin_data", "none", "unknown"]
-    pinnedNodeIds: list[Text]
+    pinnedNodeIds: list[NonEmpty]
 
 
 class FailureIn(_In):
-    nodeId: Text
-    runId: Text
+    nodeId: NonEmpty
+    runId: NonEmpty
 
 
 class HistoryIn(_In):
     schemaVersion: Literal[1]
     availability: Literal["available", "partial", "unavailable", "expired"]
-    reason: Text | None
+    reason: NonEmpty | None
     observedAt: Instant | None
     order: Literal["recorded", "unknown"]
-    workflowVersionId: Text | None
+    workflowVersionId: NonEmpty | None
     pinnedData: bool | None
     pinning: PinningIn
     failure: FailureIn | None

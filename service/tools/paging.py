@@ -1,12 +1,8 @@
-"""What the inventory tools share: the bounded node inventory and fitting a list page.
+"""Paging and fitting: list pages within the response bound, and list cursors' anchors.
 
-The node inventory (docs/reading-rules.md) is computed once, at load time: the longest
-stored-order prefix of at most 1000 nodes whose compact UTF-8 JSON (non-ASCII not escaped,
-msgspec's encoding) is at most 32 KiB. `get_workflow` embeds the stored text as is.
-
-A list page must stay within the response bound: `fit_page` keeps the longest prefix of
-rows whose whole result fits, and the caller returns a cursor for the rest. List cursors
-of the inventory tools anchor on a row (`anchor_position`).
+A result must stay within the response bound (`fits`): `fit_page` keeps the longest prefix
+of rows whose whole result fits, and the caller returns a cursor for the rest. List cursors
+of the inventory tools (workspaces, workflows) anchor on a row (`anchor_position`).
 """
 
 from __future__ import annotations
@@ -14,51 +10,39 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 import msgspec
 
 from service.errors import CursorStale, ValidationError
-from service.tools.base import Output, ToolContext
-
-MAX_NODES = 1000
-MAX_INVENTORY_BYTES = 32 * 1024
-NODE_STRING_LIMITS = {"id": 1000, "name": 1000, "type": 300}  # the output schema's maxLength
 
 R = TypeVar("R")
-Page = TypeVar("Page", bound=Output)
+Page = TypeVar("Page", bound=msgspec.Struct)
 
 
-class InventoryNode(msgspec.Struct):
-    """One node as get_workflow returns it; field order is the output's key order."""
+def fits(structured: bytes, budget: int) -> bool:
+    """Whether a result with this structuredContent stays within `budget` bytes.
 
-    id: str
-    name: str
-    type: str
-    typeVersion: int | float | None
-    disabled: bool
-
-
-_encode = msgspec.json.Encoder().encode
-
-
-def bound_inventory(nodes: Sequence[InventoryNode]) -> tuple[str, bool]:
-    """(compact JSON of the longest fitting prefix, whether nodes were left out)."""
-    size = 2  # "[" and "]"
-    parts: list[bytes] = []
-    for node in nodes[:MAX_NODES]:
-        encoded = _encode(node)
-        extra = len(encoded) + (1 if parts else 0)  # the separating comma
-        if size + extra > MAX_INVENTORY_BYTES:
-            break
-        parts.append(encoded)
-        size += extra
-    text = (b"[" + b",".join(parts) + b"]").decode("utf-8")
-    return text, len(parts) < len(nodes)
+    The result carries the JSON twice: as structuredContent and as a text block. Raw JSON
+    from msgspec holds no control characters, so the text copy escapes only `"` and `\\`
+    and is at most twice as long: most pages are decided without a second encoding.
+    """
+    if 3 * len(structured) <= budget:
+        return True
+    text = msgspec.json.encode(structured.decode("utf-8"))
+    return len(structured) + len(text) <= budget
 
 
-def fit_page(ctx: ToolContext, rows: Sequence[R], build: Callable[[int], Page]) -> Page:
+class Measure(Protocol):
+    """What fitting needs of a call (service.tools.base.ToolContext)."""
+
+    def encode(self, result: msgspec.Struct) -> bytes: ...
+
+    def fits(self, structured: bytes) -> bool: ...
+
+
+def fit_page(ctx: Measure, rows: Sequence[R], build: Callable[[int], Page]) -> Page:
     """The result for the longest prefix of `rows` within the response bound.
 
     `build(k)` makes the result holding the first k rows (with its nextCursor). Fitting is

@@ -7,14 +7,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from service.tools.periods import (
+from service.rules.periods import (
     all_buckets,
     buckets_for,
     daily_buckets,
     first_instant,
     window_start,
 )
-from service.tools.shaping import format_local, resolve_zone
+from service.rules.shaping import format_local, resolve_zone
 
 
 def utc(text: str) -> datetime:

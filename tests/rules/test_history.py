@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 from jsonschema import Draft202012Validator
 
-from service.tools.history import MAX_BYTES, HistoryIn, bound_history
+from service.rules.history import MAX_BYTES, HistoryIn, bound_history
 from tests.tools.execution_support import CATALOG
 
 ASTRAL = "\U0001f600"
