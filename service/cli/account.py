@@ -22,7 +22,7 @@ import asyncpg
 import msgspec
 
 from service.auth.passwords import hash_password
-from service.cli.common import Refused, refuse, run_on_database
+from service.cli.database_command import Refused, refuse, run_on_database
 from service.config import Config
 
 _PROG = "elova-mcp account"

@@ -37,7 +37,7 @@ from service.auth.approvals import (
 )
 from service.auth.caller import ALL_SCOPES
 from service.auth.tokens import TokenService
-from service.cli.common import refuse, run_on_database
+from service.cli.database_command import refuse, run_on_database
 from service.config import Config
 
 DEFAULT_CLIENT_NAME = "elova-mcp approve"

@@ -12,7 +12,7 @@ import sys
 
 import asyncpg
 
-from service.cli.common import Refused, refuse, run_on_database
+from service.cli.database_command import Refused, refuse, run_on_database
 from service.config import Config
 from service.store.loading import LoadError
 from service.store.snapshot import load_snapshot

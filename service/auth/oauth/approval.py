@@ -49,8 +49,8 @@ from service.auth.oauth.requests import (
     parse_authorization_request,
     redirect_to,
 )
-from service.auth.oauth.sessions import SignedIn, csrf_matches, current_session
 from service.auth.oauth.signin import signin_location
+from service.auth.oauth.signin_sessions import SignedIn, csrf_matches, current_session
 from service.keys import CONFIG, DB_POOL
 
 LISTED_WORKSPACES = 200

@@ -14,8 +14,8 @@ from service.auth.oauth import approval
 from service.auth.oauth.metadata import AUTHORIZE_PATH
 from service.auth.oauth.pages import error_page, security_headers, see_other
 from service.auth.oauth.requests import PageRefusal, RedirectRefusal, parse_authorization_request
-from service.auth.oauth.sessions import current_session
 from service.auth.oauth.signin import signin_location
+from service.auth.oauth.signin_sessions import current_session
 from service.keys import CONFIG
 
 
