@@ -21,9 +21,9 @@ import asyncpg
 from aiohttp import hdrs, web
 
 from service.auth.caller import ALL_SCOPES, Caller
-from service.auth.tokens import AccessClaims, InvalidToken, TokenService
+from service.auth.tokens import AccessClaims, TokenService
 from service.config import Config
-from service.errors import AuthError, InsufficientScope, Unavailable
+from service.errors import AuthError, InsufficientScope, InvalidToken, Unavailable
 from service.keys import CALLER, CONFIG, DB_POOL, METRICS, TOKENS
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ import asyncpg
 
 from service.cli.database_command import run_on_database
 from service.config import Config
-from service.store.migrate import MigrationError, migrate
+from service.errors import MigrationError
+from service.store.migrate import migrate
 
 _PROG = "elova-mcp migrate"
 

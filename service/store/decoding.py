@@ -13,7 +13,7 @@ from uuid import UUID
 
 import msgspec
 
-from service.store.loading import LoadError
+from service.errors import LoadError
 from service.tools.base import UUID_PATTERN
 
 T = TypeVar("T")

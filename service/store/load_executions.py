@@ -19,8 +19,8 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from service.errors import LoadError
 from service.store.decoding import check_id, decode_records, label, unique_ids
-from service.store.loading import LoadError
 from service.store.rollups import upsert_with_rollups
 from service.tools.history import HistoryIn, bound_history
 from service.tools.shaping import MAX_FRACTION_DIGITS, sanitize_name

@@ -19,9 +19,8 @@ import asyncpg
 import msgspec
 
 from service.auth.passwords import hash_password
-from service.errors import ValidationError
+from service.errors import LoadError, ValidationError
 from service.store.decoding import check_id, decode_records, label, unique_ids
-from service.store.loading import LoadError
 from service.tools.inventory import (
     MAX_NODES,
     NODE_STRING_LIMITS,

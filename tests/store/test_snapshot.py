@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from service.auth.passwords import verify_password
-from service.store.loading import LoadError
+from service.errors import LoadError
 from service.store.snapshot import load_snapshot
 from service.tools.inventory import MAX_INVENTORY_BYTES
 from tests.support.snapshots import ABSENT, Snapshot, document, member, new_id, node

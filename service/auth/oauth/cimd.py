@@ -37,7 +37,7 @@ import asyncpg
 import msgspec
 from aiohttp import web
 
-from service.auth.oauth.cimd_fetch import FetchRefused, fetch_document, new_session
+from service.auth.oauth.cimd_fetch import fetch_document, new_session
 from service.auth.oauth.clients import (
     CLIENT_COLUMNS,
     Client,
@@ -46,6 +46,7 @@ from service.auth.oauth.clients import (
     redirect_uri_problem,
 )
 from service.auth.oauth.names import clean_client_name, registered_scope
+from service.errors import FetchRefused
 from service.keys import CONFIG
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
