@@ -173,8 +173,8 @@ def _banner(
 
 def _serve(cfg: Config, server: Any) -> int:
     from service.app import create_app
-    from service.health import serve
     from service.logs import configure_logging
+    from service.main_listener import serve
 
     configure_logging(cfg.log_level)
     app = create_app(cfg)

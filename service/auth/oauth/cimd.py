@@ -47,7 +47,7 @@ from service.auth.oauth.clients import (
 )
 from service.auth.oauth.names import clean_client_name, registered_scope
 from service.errors import FetchRefused
-from service.keys import CONFIG
+from service.keys import CONFIG, METADATA_CLIENTS
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 MAX_REDIRECT_URIS = 10
@@ -208,9 +208,6 @@ class MetadataClients:
         if ttl > 0:
             self._remember(url, time.monotonic() + ttl, client)
         return client
-
-
-METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients", MetadataClients)
 
 
 async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:
