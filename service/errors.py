@@ -1,9 +1,8 @@
 """Every exception this service raises on purpose, and the wire codes of those /mcp answers.
 
-No other module defines an exception class (service/mcp/calls.ResponseTooLarge and
-service/tools/history.ErrorIn are still being moved here). The ElovaError tree is answered
-in one place a surface: JSON-RPC errors, tool results and the bearer challenge on /mcp,
-the OAuth answers on the authorization server.
+Every class is defined here but one, named with its module below. The ElovaError tree is
+what /mcp answers (JSON-RPC errors, tool results, the bearer challenge), plus the approval
+refusals that the approval page, the token endpoint and `elova-mcp approve` answer.
 
     ElovaError
     ├── ProtocolError            JSON-RPC error response (code, message, data, HTTP status)
@@ -12,11 +11,13 @@ the OAuth answers on the authorization server.
     │   ├── MethodNotFound       -32601, HTTP 404 (2026-07-28) / 200 with error (sessions)
     │   ├── InvalidParams        -32602, HTTP 200 with error (unknown tool, bad params shape)
     │   ├── HeaderMismatch       -32020, HTTP 400
-    │   └── UnsupportedProtocolVersion  -32022, HTTP 400
+    │   ├── UnsupportedProtocolVersion  -32022, HTTP 400
+    │   └── ResponseTooLarge     a result over the response bound the tool could not
+    │                            shorten (a bug, logged; defined in service/mcp/calls.py)
     ├── AuthError                401 with WWW-Authenticate (missing, invalid or expired token)
     │   ├── InsufficientScope    403 insufficient_scope
-    │   └── InvalidToken         a token that does not verify (service/auth/tokens.py);
-    │                            `reason` is its metrics label
+    │   └── InvalidToken         a token that does not verify (raised by
+    │                            service/auth/tokens.py); `reason` is its metrics label
     ├── LimitExceeded            429 with Retry-After; JSON-RPC error naming the limit
     ├── ToolError                a tool result with isError: true, `CODE: message`, _meta
     │   ├── ValidationError      VALIDATION_ERROR (argument, bound, UUID, zone, cursor)
@@ -25,21 +26,21 @@ the OAuth answers on the authorization server.
     │   ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
     │   └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
     ├── ApprovalRefused          an approval that cannot be granted as asked
-    │   │                        (service/auth/approvals.py; `approve`, the approval page)
+    │   │                        (approvals.py, the approval form, `elova-mcp approve`)
     │   ├── ApprovalLimitReached the account has the most active approvals
     │   └── FieldRefused         about one choice of the approval form (shown next to it)
     └── GrantRefused             a refresh token that buys nothing: OAuth invalid_grant
 
-Outside that tree, each answered by the part that raises it, never on /mcp:
+Outside that tree, and never answered on /mcp:
 
     OAuthError(Exception)        authorization server: RFC 6749 §5.2 JSON error and status
     PageRefusal(Exception)       /authorize: shown on a page (client or redirect URI unknown)
     RedirectRefusal(Exception)   /authorize: sent back to the registered redirect URI
     FetchRefused(Exception)      a Client ID Metadata Document that cannot be fetched or used
     PrivateAddress(OSError)      its resolver: the name has a non-public address
-    ConfigError(ValueError)      a setting missing or malformed (service/config.py)
-    StartupFailure(Exception)    a command's one stderr line and exit status
-                                 (service/cli/failures.py)
+    ConfigError(ValueError)      a setting missing or malformed (raised by service/config.py)
+    StartupFailure(Exception)    a command's one stderr line and exit status (made and
+                                 written by service/cli/failures.py)
     CommandRefused(Exception)    a database command's refusal, for a person
     └── AccountRefused           `elova-mcp account`
     DemoStartFailed(RuntimeError)  `elova-mcp run-demo` could not prepare the database
