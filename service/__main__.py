@@ -24,12 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"service.cli.{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"service.cli.{name}":
-                continue  # not built yet
-            raise
+        module = importlib.import_module(f"service.cli.{name}")
         module.add_parser(sub)
         modules[name.replace("_", "-")] = module
     args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ def create_app(cfg: Config) -> web.Application:
     from service import health, metrics
     from service.auth import setup_auth
     from service.limits import setup_limits
+    from service.logs import setup_request_log
     from service.mcp import setup_mcp
     from service.store.db import pool_ctx
     from service.tools.setup import setup_tools
@@ -26,6 +27,7 @@ def create_app(cfg: Config) -> web.Application:
     app[CONFIG] = cfg
     app[CLOCK] = wall_clock
     metrics.setup_metrics(app)  # first: every later resource may record into it
+    setup_request_log(app)  # request ids and the access line, outermost middleware
     app.cleanup_ctx.append(pool_ctx)
     setup_limits(app)  # Redis connection and the admission limiter
     setup_auth(app)  # token service, resource metadata, OAuth endpoints

@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from service.errors import ConfigError
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
 
 
 @dataclass(frozen=True)

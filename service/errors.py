@@ -1,4 +1,8 @@
-"""The exception tree and its wire codes: every module raises these, one place answers them.
+"""Every exception this service raises on purpose, and the wire codes of those /mcp answers.
+
+Every class is defined here. The ElovaError tree is
+what /mcp answers (JSON-RPC errors, tool results, the bearer challenge), plus the approval
+refusals that the approval page, the token endpoint and `elova-mcp approve` answer.
 
     ElovaError
     ├── ProtocolError            JSON-RPC error response (code, message, data, HTTP status)
@@ -8,17 +12,43 @@
     │   ├── MethodNotFound       -32601, HTTP 404 (2026-07-28) / 200 with error (sessions)
     │   ├── InvalidParams        -32602, HTTP 200 with error (unknown tool, bad params shape)
     │   ├── HeaderMismatch       -32020, HTTP 400
-    │   └── UnsupportedProtocolVersion  -32022, HTTP 400
+    │   ├── UnsupportedProtocolVersion  -32022, HTTP 400
+    │   └── ResponseTooLarge     -32603, HTTP 500: a result over the response bound the
+    │                            tool could not shorten (a bug, logged)
     ├── AuthError                401 with WWW-Authenticate (missing, invalid or expired token)
-    │   └── InsufficientScope    403 insufficient_scope
-    │   └── ResponseTooLarge     -32603, HTTP 500: a result over the response bound (a bug)
+    │   ├── InsufficientScope    403 insufficient_scope
+    │   └── InvalidToken         a token that does not verify (raised by
+    │                            service/auth/tokens.py); `reason` is its metrics label
     ├── LimitExceeded            429 with Retry-After; JSON-RPC error naming the limit
-    └── ToolError                a tool result with isError: true, `CODE: message`, _meta
-        ├── ValidationError      VALIDATION_ERROR (argument, bound, UUID, zone, cursor)
-        ├── NotFound             NOT_FOUND (not granted, or not in that workspace)
-        ├── CursorStale          MCP_CURSOR_STALE (fixed text)
-        ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
-        └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
+    ├── ToolError                a tool result with isError: true, `CODE: message`, _meta
+    │   ├── ValidationError      VALIDATION_ERROR (argument, bound, UUID, zone, cursor)
+    │   ├── NotFound             NOT_FOUND (not granted, or not in that workspace)
+    │   ├── CursorStale          MCP_CURSOR_STALE (fixed text)
+    │   ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
+    │   └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
+    ├── ApprovalRefused          an approval that cannot be granted as asked
+    │   │                        (approvals.py, the approval form, `elova-mcp approve`)
+    │   ├── ApprovalLimitReached the account has the most active approvals
+    │   └── FieldRefused         about one choice of the approval form (shown next to it)
+    └── GrantRefused             a refresh token that buys nothing: OAuth invalid_grant
+
+Outside that tree, and never answered on /mcp:
+
+    OAuthError(Exception)        authorization server: RFC 6749 §5.2 JSON error and status
+    PageRefusal(Exception)       /authorize: shown on a page (client or redirect URI unknown)
+    RedirectRefusal(Exception)   /authorize: sent back to the registered redirect URI
+    FetchRefused(Exception)      a Client ID Metadata Document that cannot be fetched or used
+    PrivateAddress(OSError)      its resolver: the name has a non-public address
+    ConfigError(ValueError)      a setting missing or malformed (raised by service/config.py)
+    StartupFailure(Exception)    a command's one stderr line and exit status (made and
+                                 written by service/cli/failures.py)
+    CommandRefused(Exception)    a database command's refusal, for a person
+    └── AccountRefused           `elova-mcp account`
+    DemoStartFailed(RuntimeError)  `elova-mcp run-demo` could not prepare the database
+    MigrationError(RuntimeError)   a migration whose file changed after it was applied
+    LoadError(ValueError)        a snapshot that cannot be loaded, naming record and field
+    BulkRefused(Exception)       `demo-data`: the plan's records exist, or no schema
+    EmbeddedUnavailable(RuntimeError)  the embedded PostgreSQL of `make run` did not start
 
 Foreign exceptions have one table too (`STORE_UNREACHABLE`, `STORE_FAILED`, `DEADLINE`,
 `tool_failure`): a tool's read whose connection failed is UNAVAILABLE, one past its deadline
@@ -31,6 +61,7 @@ Messages never carry stack traces, SQL, secrets or another tenant's data.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -138,6 +169,14 @@ class InsufficientScope(AuthError):
         self.required_scope = required_scope
 
 
+class InvalidToken(AuthError):
+    """A bearer token that does not verify; `reason` is the metrics label of the failure."""
+
+    def __init__(self, description: str, *, reason: str, error: str | None = None) -> None:
+        super().__init__(description, error=error)
+        self.reason = reason
+
+
 class LimitExceeded(ElovaError):
     """429: over a concurrency cap or a rate budget. `limit` names which one."""
 
@@ -217,6 +256,144 @@ class Unavailable(ToolError):
 class DeadlineExceeded(ToolError):
     code = "DEADLINE_EXCEEDED"
     retryable = True
+
+
+# Approvals (service/auth/approvals.py) ---------------------------------------------------
+
+
+class ApprovalRefused(ElovaError):
+    """An approval that cannot be granted as asked; the message says why, for a person."""
+
+
+class ApprovalLimitReached(ApprovalRefused):
+    """The account already has the most active approvals; one must be revoked first."""
+
+
+class FieldRefused(ApprovalRefused):
+    """A refusal about one choice of the approval form (shown next to it)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class GrantRefused(ElovaError):
+    """A refresh token that buys nothing (OAuth `invalid_grant`)."""
+
+    error = "invalid_grant"
+
+
+# The authorization server (service/auth/oauth/) -------------------------------------------
+
+
+class OAuthError(Exception):
+    """An OAuth error answered as JSON: `error`, `error_description`, HTTP status."""
+
+    def __init__(self, error: str, description: str, *, status: int = 400) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+        self.status = status
+        self.headers: dict[str, str] = {}
+
+
+class PageRefusal(Exception):
+    """Shown to the person: the client or redirect URI cannot be trusted with an answer."""
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__(message)
+        self.title = title
+        self.message = message
+
+
+class RedirectRefusal(Exception):
+    """Sent back to the (registered) redirect URI as an OAuth error
+    (`service.auth.oauth.requests.refusal_location` builds the URL)."""
+
+    def __init__(self, redirect_uri: str, state: str | None, error: str, description: str) -> None:
+        super().__init__(description)
+        self.redirect_uri = redirect_uri
+        self.state = state
+        self.error = error
+        self.description = description
+
+
+class FetchRefused(Exception):
+    """A Client ID Metadata Document that cannot be fetched or is not acceptable; the
+    message says why (shown to the person on the error page, never to the document's
+    server). `transient`: the host did not answer (timeout, unreachable, 5xx), as opposed
+    to an answer that is refused."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class PrivateAddress(OSError):
+    """Raised by the metadata-document resolver: the name has an address the fetch may not
+    connect to."""
+
+
+# Configuration and the operator commands (service/config.py, service/cli/) -------------
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+@dataclass
+class StartupFailure(Exception):
+    """A start that cannot go on; `message` is the whole line after the command name."""
+
+    message: str
+    status: int
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CommandRefused(Exception):
+    """A database command's refusal, its message written for a person."""
+
+
+class AccountRefused(CommandRefused):
+    """`elova-mcp account`: a password, email or name it does not take, or no such account."""
+
+
+class DemoStartFailed(RuntimeError):
+    """`elova-mcp run-demo` could not migrate, load or approve; the message says why."""
+
+
+# Records: migrations and snapshot loading (service/store/) ------------------------------
+
+
+class MigrationError(RuntimeError):
+    """A migration whose file changed after it was applied."""
+
+
+class LoadError(ValueError):
+    """A snapshot that cannot be loaded. Nothing is changed when this is raised.
+
+    `record` is e.g. "executions[12] (id 44444444-…)", `field` e.g. "startedAt".
+    """
+
+    def __init__(self, record: str, field: str, message: str) -> None:
+        self.record = record
+        self.field = field
+        self.message = message
+        where = f"{record}: {field}" if field else record
+        super().__init__(f"{where}: {message}")
+
+
+# The demo (service/demo/) ---------------------------------------------------------------
+
+
+class BulkRefused(Exception):
+    """The bulk plan cannot be written (its records already exist, or no schema)."""
+
+
+class EmbeddedUnavailable(RuntimeError):
+    """The embedded PostgreSQL could not be started; the message says what to do."""
 
 
 def tool_failure(err: BaseException, deadline_seconds: float) -> ToolError | None:

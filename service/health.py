@@ -1,34 +1,29 @@
-"""/livez, /readyz and the graceful drain that runs the main listener until SIGTERM.
+"""/livez, /readyz and the drain state that fails readiness once shutdown begins.
 
 - `/livez` answers from the process alone: a restart cannot fix a database outage, so
   liveness never looks at dependencies.
 - `/readyz` is 200 while PostgreSQL answers; Redis down only degrades the limits to
   per-process ones (docs/limits.md), so it is reported (`"redis": "degraded"` while the
   shared limiter does not answer a real script call) but never fails readiness.
-- On SIGTERM (or SIGINT) readiness fails first while the listener keeps serving for
-  `drain_seconds`, so load balancers stop routing here; then the listener closes, in-flight
-  requests get `shutdown_timeout` to finish, and the cleanup contexts close the pools.
+- `begin_drain` makes readiness fail from then on and closes kept-alive connections after
+  their response; service/main_listener.py calls it on SIGTERM (or SIGINT), and app
+  shutdown calls it too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from service.config import Config
-from service.keys import ADMISSION, DB_POOL, DB_READ_POOL, METRICS, REDIS
+from service.keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, REDIS
 
 log = logging.getLogger(__name__)
 
-# How long the listener keeps serving after readiness fails: a few probe periods of the
-# load balancer (compose's HAProxy checks every 2 s; Kubernetes also runs a preStop sleep).
-DRAIN_SECONDS = 5.0
 CHECK_TIMEOUT_SECONDS = 1.0
 
 
@@ -37,9 +32,6 @@ class DrainState:
     """Whether this process is shutting down (readiness then fails)."""
 
     draining: bool = False
-
-
-DRAIN: web.AppKey[DrainState] = web.AppKey("drain", DrainState)
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -124,64 +116,6 @@ async def _close_connections_while_draining(
 
 async def _on_shutdown(app: web.Application) -> None:
     begin_drain(app)  # also when a runner is cleaned up without our signal handling
-
-
-async def drain(
-    app: web.Application, runner: web.AppRunner, drain_seconds: float, skip: asyncio.Event
-) -> None:
-    """Readiness fails, serve on for drain_seconds (unless `skip` is set), then stop."""
-    begin_drain(app)
-    if drain_seconds > 0:
-        try:
-            async with asyncio.timeout(drain_seconds):
-                await skip.wait()
-        except TimeoutError:
-            pass
-    started = time.perf_counter()
-    await runner.cleanup()  # stop listening, wait for in-flight requests, close pools
-    log.info("stopped", extra={"shutdown_seconds": round(time.perf_counter() - started, 3)})
-
-
-async def serve(app: web.Application, cfg: Config, *, drain_seconds: float | None = None) -> None:
-    """Run the main listener until SIGTERM/SIGINT, then drain (a second signal skips the wait).
-
-    The drain lasts ELOVA_DRAIN_SECONDS (cfg.drain_seconds) unless the caller says otherwise.
-    """
-    if drain_seconds is None:
-        drain_seconds = cfg.drain_seconds
-    runner = web.AppRunner(
-        app,
-        access_log=None,  # service.logs writes the access line
-        handle_signals=False,
-        shutdown_timeout=shutdown_timeout(cfg),
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port)
-    await site.start()
-    log.info("listening", extra={"host": cfg.host, "port": cfg.port})
-    loop = asyncio.get_running_loop()
-    stop, skip = asyncio.Event(), asyncio.Event()
-
-    def on_signal() -> None:
-        (skip if stop.is_set() else stop).set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    try:
-        await stop.wait()
-        log.info("signal received: shutting down")
-        await drain(app, runner, drain_seconds, skip)
-    except BaseException:
-        await runner.cleanup()  # cancelled or failed before the drain finished
-        raise
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-
-
-def shutdown_timeout(cfg: Config) -> float:
-    """How long in-flight requests may still run once the listener closed."""
-    return cfg.limits.request_deadline_seconds + cfg.limits.lease_grace_seconds
 
 
 def setup_health(app: web.Application) -> None:

@@ -13,9 +13,12 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import RedisCluster
 
+    from service.auth.activity import ActivityRecorder
     from service.auth.caller import Caller
+    from service.auth.oauth.cimd import MetadataClients
     from service.auth.tokens import TokenService
     from service.config import Config
+    from service.health import DrainState
     from service.limits.admission import Admission
     from service.mcp.catalog import Catalog
     from service.mcp.sessions import SessionStore
@@ -36,6 +39,15 @@ SESSIONS: web.AppKey[SessionStore] = web.AppKey("sessions")
 # The instant a tool call reads as "now" (asOf, period windows). Production: the wall clock;
 # tests set it to pin a day (a DST change, a month boundary) end to end over the wire.
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
+# Whether this process is shutting down (/readyz then fails).
+DRAIN: web.AppKey[DrainState] = web.AppKey("drain")
+# Tool calls per approval, counted in process until the next flush.
+ACTIVITY: web.AppKey[ActivityRecorder] = web.AppKey("approval_activity")
+# Client ID Metadata Documents: the per-process cache of accepted (and refused) ones, and
+# the fetch session.
+METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients")
+# The pages' stylesheet (templates/elova.css), read once at start.
+OAUTH_STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
 
 # Per request: the authenticated caller, set by the bearer check on /mcp.
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller")

@@ -3,7 +3,8 @@
 Other modules call only the methods of `Metrics`; none of them takes a user, token, session
 or address, and every label value is checked against a fixed set (anything else becomes
 "other"), so no caller can grow the number of series. `setup_metrics` gives an app its
-Metrics, the request log and the /metrics listener (service/metrics_listener.py).
+Metrics and the /metrics listener (service/metrics_listener.py); the app factory installs
+the request log (service/logs.py) on its own.
 """
 
 from __future__ import annotations
@@ -371,8 +372,7 @@ async def _register_routes(app: web.Application) -> None:
 
 
 def setup_metrics(app: web.Application) -> None:
-    """The app's Metrics, the pool collector, the /metrics listener and the request log."""
-    from service.logs import setup_request_log
+    """The app's Metrics, the pool collector and the /metrics listener."""
     from service.metrics_listener import PoolCollector, metrics_listener_ctx
 
     metrics = Metrics(app.get(CONFIG))
@@ -380,4 +380,3 @@ def setup_metrics(app: web.Application) -> None:
     app[METRICS] = metrics
     app.cleanup_ctx.append(metrics_listener_ctx)
     app.on_startup.append(_register_routes)
-    setup_request_log(app)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.config import Config, ConfigError
+from service.config import Config
+from service.errors import ConfigError
 from tests.support.keys import ed25519_pem, p256_pem
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://postgres@127.0.0.1/x"}

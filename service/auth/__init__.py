@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from service.auth import metadata
+from service.auth import resource_metadata
 from service.auth.activity import activity_ctx
 from service.auth.oauth import setup_oauth
 from service.auth.tokens import TokenService
@@ -16,5 +16,5 @@ def setup_auth(app: web.Application) -> None:
     the approval activity recorder (after the pool: its last flush needs it)."""
     app[TOKENS] = TokenService(app[CONFIG])
     app.cleanup_ctx.append(activity_ctx)
-    metadata.add_routes(app)
+    resource_metadata.add_routes(app)
     setup_oauth(app)

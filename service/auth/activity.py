@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 import asyncpg
 from aiohttp import web
 
-from service.keys import CALLER, DB_POOL
+from service.keys import ACTIVITY, CALLER, DB_POOL
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +145,6 @@ class ActivityRecorder:
                 self._pending[key] = count
             else:
                 self.dropped += count.calls
-
-
-ACTIVITY: web.AppKey[ActivityRecorder] = web.AppKey("approval_activity", ActivityRecorder)
 
 
 def record_call(request: web.Request, tool: str | None) -> None:

@@ -21,26 +21,12 @@ import asyncpg
 
 from service.auth.caller import ALL_SCOPES
 from service.auth.tokens import TokenService, hash_refresh_token, new_refresh_token
-from service.errors import ElovaError
+from service.errors import ApprovalLimitReached, ApprovalRefused, GrantRefused
 
 EXPIRY_CHOICES = {"1d": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_WORKSPACES = 50
 MAX_ACTIVE_APPROVALS = 100
 REVOKE_HINT = "revoke one first with `elova-mcp approve --revoke APPROVAL_ID`"
-
-
-class ApprovalRefused(ElovaError):
-    """An approval that cannot be granted as asked; the message says why, for a person."""
-
-
-class ApprovalLimitReached(ApprovalRefused):
-    """The account already has the most active approvals; one must be revoked first."""
-
-
-class GrantRefused(ElovaError):
-    """A refresh token that buys nothing (OAuth `invalid_grant`)."""
-
-    error = "invalid_grant"
 
 
 @dataclass(frozen=True, slots=True)

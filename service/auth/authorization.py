@@ -26,8 +26,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from service.auth.caller import Caller
-from service.auth.tokens import InvalidToken
-from service.errors import STORE_FAILED, InsufficientScope, Unavailable
+from service.errors import STORE_FAILED, InsufficientScope, InvalidToken, Unavailable
 from service.store.reads.approvals import read_approval_state
 
 ApprovalRead = Callable[[uuid.UUID], Awaitable[Mapping[str, Any] | None]]

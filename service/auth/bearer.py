@@ -13,9 +13,9 @@ import re
 from aiohttp import hdrs, web
 
 from service.auth.caller import ALL_SCOPES, Caller
-from service.auth.tokens import AccessClaims, InvalidToken, TokenService
+from service.auth.tokens import AccessClaims, TokenService
 from service.config import Config
-from service.errors import AuthError, InsufficientScope
+from service.errors import AuthError, InsufficientScope, InvalidToken
 from service.keys import TOKENS
 
 METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"

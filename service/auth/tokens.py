@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from service.config import Config
 from service.crypto import b64url
-from service.errors import AuthError
+from service.errors import InvalidToken
 
 MAX_ACCESS_TOKEN_SECONDS = 300
 LEEWAY_SECONDS = 5
@@ -41,14 +41,6 @@ _REQUIRED += [APPROVAL_CLAIM, GENERATION_CLAIM]
 
 PublicKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
 PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
-
-
-class InvalidToken(AuthError):
-    """A bearer token that does not verify; `reason` is the metrics label of the failure."""
-
-    def __init__(self, description: str, *, reason: str, error: str | None = None) -> None:
-        super().__init__(description, error=error)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

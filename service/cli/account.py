@@ -22,18 +22,15 @@ import asyncpg
 import msgspec
 
 from service.auth.passwords import hash_password
-from service.cli.common import Refused, refuse, run_on_database
+from service.cli.database_command import refuse, run_on_database
 from service.config import Config
+from service.errors import AccountRefused
 
 _PROG = "elova-mcp account"
 MIN_PASSWORD_LENGTH = 8
 MAX_PASSWORD_LENGTH = 1024
 MAX_EMAIL_LENGTH = 320
 MAX_NAME_LENGTH = 200
-
-
-class AccountRefused(Refused):
-    pass
 
 
 class AccountOutput(msgspec.Struct, rename="camel"):

@@ -27,7 +27,6 @@ import msgspec
 
 from service.auth.approval_listing import list_active_approvals
 from service.auth.approvals import (
-    ApprovalRefused,
     IssuedTokens,
     approval_client_id,
     create_operator_client,
@@ -37,8 +36,9 @@ from service.auth.approvals import (
 )
 from service.auth.caller import ALL_SCOPES
 from service.auth.tokens import TokenService
-from service.cli.common import refuse, run_on_database
+from service.cli.database_command import refuse, run_on_database
 from service.config import Config
+from service.errors import ApprovalRefused
 
 DEFAULT_CLIENT_NAME = "elova-mcp approve"
 DEFAULT_EXPIRY = "7d"

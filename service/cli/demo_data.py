@@ -20,7 +20,8 @@ import asyncpg
 from service.cli.preflight import check_postgresql
 from service.config import Config
 from service.demo.bulk import BulkPlan
-from service.demo.bulk_load import BulkRefused, BulkReport, write_plan
+from service.demo.bulk_load import BulkReport, write_plan
+from service.errors import BulkRefused
 
 _PROG = "elova-mcp demo-data"
 

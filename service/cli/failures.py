@@ -23,27 +23,15 @@ import os
 import socket
 import ssl
 import sys
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import asyncpg
 import redis.exceptions
 
-from service.config import ConfigError
+from service.errors import ConfigError, StartupFailure
 
 BAD_CONFIGURATION = 2
 UNAVAILABLE = 1
-
-
-@dataclass
-class StartupFailure(Exception):
-    """A start that cannot go on; `message` is the whole line after the command name."""
-
-    message: str
-    status: int
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def report(prog: str, failure: StartupFailure) -> int:

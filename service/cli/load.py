@@ -12,9 +12,9 @@ import sys
 
 import asyncpg
 
-from service.cli.common import Refused, refuse, run_on_database
+from service.cli.database_command import refuse, run_on_database
 from service.config import Config
-from service.store.loading import LoadError
+from service.errors import CommandRefused, LoadError
 from service.store.snapshot import load_snapshot
 
 _PROG = "elova-mcp load"
@@ -53,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             report = await load_snapshot(conn, document)
         except LoadError as err:
-            raise Refused(f"{name}: {err} (nothing was changed)") from err
+            raise CommandRefused(f"{name}: {err} (nothing was changed)") from err
         except asyncpg.UndefinedTableError:
             raise  # answered like every command's missing schema
         except asyncpg.PostgresError as err:
-            raise Refused(f"{name}: the database refused the load: {err}") from err
+            raise CommandRefused(f"{name}: the database refused the load: {err}") from err
         return f"{name}: {report.summary()}"
 
     return asyncio.run(run_on_database(_PROG, cfg.database_url, command))

@@ -7,9 +7,10 @@ import asyncio
 
 import asyncpg
 
-from service.cli.common import run_on_database
+from service.cli.database_command import run_on_database
 from service.config import Config
-from service.store.migrate import MigrationError, migrate
+from service.errors import MigrationError
+from service.store.migrate import migrate
 
 _PROG = "elova-mcp migrate"
 

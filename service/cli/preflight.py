@@ -22,13 +22,13 @@ import redis.exceptions
 from service.cli.failures import (
     BAD_CONFIGURATION,
     UNAVAILABLE,
-    StartupFailure,
     listen_failure,
     malformed_url,
     postgresql_failure,
     redis_failure,
 )
 from service.config import Config
+from service.errors import StartupFailure
 from service.store.db import connect
 
 log = logging.getLogger(__name__)

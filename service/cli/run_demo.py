@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from service.auth.approvals import ApprovalRefused, IssuedTokens
+from service.auth.approvals import IssuedTokens
 from service.cli.approve import approve
 from service.cli.preflight import check_listeners, connect_postgresql
 from service.config import Config
@@ -30,13 +30,18 @@ from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace
 from service.demo.banner import Banner, render
 from service.demo.embedded import (
     SIGNING_KEY_FILE,
-    EmbeddedUnavailable,
     ensure_database,
     ensure_signing_key,
     start_postgres,
 )
-from service.store.loading import LoadError
-from service.store.migrate import MigrationError, migrate
+from service.errors import (
+    ApprovalRefused,
+    DemoStartFailed,
+    EmbeddedUnavailable,
+    LoadError,
+    MigrationError,
+)
+from service.store.migrate import migrate
 from service.store.snapshot import LoadReport, load_snapshot
 
 DEMO_CLIENT_NAME = "Elova demo (make run)"
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = Config.from_env(env)
         check_listeners(cfg)  # before printing tokens for a service that could not listen
         prepared = asyncio.run(_prepare(cfg, args.seed))
-    except (EmbeddedUnavailable, _Failed) as err:
+    except (EmbeddedUnavailable, DemoStartFailed) as err:
         sys.stderr.write(f"{_PROG}: {err}\n")
         return 1
     prepared = Prepared(
@@ -97,10 +102,6 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(render(_banner(cfg, env, prepared, notes, args.seed)))
     sys.stdout.flush()
     return _serve(cfg, server)
-
-
-class _Failed(RuntimeError):
-    pass
 
 
 async def _prepare(cfg: Config, seed: int) -> Prepared:
@@ -124,7 +125,7 @@ async def _prepare(cfg: Config, seed: int) -> Prepared:
                 "SELECT client_id FROM approvals WHERE id = $1", tokens.approval_id
             )
     except (MigrationError, LoadError, ApprovalRefused) as err:
-        raise _Failed(str(err)) from err
+        raise DemoStartFailed(str(err)) from err
     finally:
         await conn.close()
     assert client_id is not None
@@ -172,8 +173,8 @@ def _banner(
 
 def _serve(cfg: Config, server: Any) -> int:
     from service.app import create_app
-    from service.health import serve
     from service.logs import configure_logging
+    from service.main_listener import serve
 
     configure_logging(cfg.log_level)
     app = create_app(cfg)

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(cfg.log_level)
     check_listeners(cfg)
     # Readiness fails first on SIGTERM; in-flight requests get the deadline to finish.
-    from service.health import serve
+    from service.main_listener import serve
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         runner.run(check_dependencies(cfg))

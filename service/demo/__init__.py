@@ -10,10 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from service.demo import setup
-from service.demo.catalog import DEMO_EMAIL, DEMO_PASSWORD, WORKSPACES
-from service.demo.common import Json, truncate_ms
-from service.demo.executions import Scope, number_sources, odd_executions, workflow_executions
+from service.demo import workspace_records
+from service.demo.cast import DEMO_EMAIL, DEMO_PASSWORD, WORKSPACES
+from service.demo.deterministic import Json, truncate_ms
+from service.demo.execution_records import (
+    Scope,
+    number_sources,
+    odd_executions,
+    workflow_executions,
+)
 
 DEFAULT_SEED = 2026
 
@@ -22,14 +27,14 @@ __all__ = ["DEFAULT_SEED", "DEMO_EMAIL", "DEMO_PASSWORD", "demo_snapshot", "demo
 
 def demo_workspace_ids(seed: int = DEFAULT_SEED) -> list[str]:
     """The ids of the workspaces the demo account belongs to."""
-    return setup.demo_workspace_ids(seed)
+    return workspace_records.demo_workspace_ids(seed)
 
 
 def demo_snapshot(seed: int = DEFAULT_SEED, now: datetime | None = None) -> Json:
     """The whole demo as one snapshot document, with times relative to `now`."""
     now = truncate_ms(now or datetime.now(UTC))
     doc: Json = {
-        "accounts": setup.accounts(seed),
+        "accounts": workspace_records.accounts(seed),
         "workspaces": [],
         "instances": [],
         "syncJobs": [],
@@ -37,14 +42,14 @@ def demo_snapshot(seed: int = DEFAULT_SEED, now: datetime | None = None) -> Json
         "executions": [],
     }
     for ws in WORKSPACES:
-        doc["workspaces"].append(setup.workspace(seed, ws))
+        doc["workspaces"].append(workspace_records.workspace(seed, ws))
         zone = ZoneInfo(ws.zone)
         for index, plan in enumerate(ws.instances):
-            inst_id = setup.instance_id(seed, ws.key, index)
-            jobs = setup.sync_jobs(seed, inst_id, plan, now)
-            inst = setup.instance(seed, ws.key, index, plan, now, jobs)
+            inst_id = workspace_records.instance_id(seed, ws.key, index)
+            jobs = workspace_records.sync_jobs(seed, inst_id, plan, now)
+            inst = workspace_records.instance(seed, ws.key, index, plan, now, jobs)
             workflows = [
-                (wplan, setup.workflow(seed, ws.key, index, wplan, inst, now))
+                (wplan, workspace_records.workflow(seed, ws.key, index, wplan, inst, now))
                 for wplan in plan.workflows
             ]
             until = now

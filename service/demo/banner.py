@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from service.demo.catalog import DEMO_PASSWORD
+from service.demo.cast import DEMO_PASSWORD
 
 MODERN_VERSION = "2026-07-28"
 

@@ -34,11 +34,11 @@ from typing import Any
 
 import msgspec
 
-from service.demo.catalog import MODELS, TEMPLATES, Template
-from service.demo.common import Json, n8n_workflow_id, stable_rng, stable_uuid
-from service.demo.history import Outcome, report, unavailable
-from service.demo.setup import workflow_nodes
+from service.demo.cast import MODELS, TEMPLATES, Template
+from service.demo.deterministic import Json, n8n_workflow_id, stable_rng, stable_uuid
+from service.demo.history_reports import Outcome, report, unavailable
 from service.demo.usage import Call, cost_fields, priced_call, unreported_call
+from service.demo.workspace_records import workflow_nodes
 from service.rules.history import HistoryIn, bound_history
 from service.rules.inventory import bound_inventory
 from service.rules.shaping import format_amount, format_instant

@@ -36,6 +36,7 @@ from service.demo.bulk import (
     execution_rows,
     workflow_row,
 )
+from service.errors import BulkRefused
 from service.store.db import connect
 from service.store.load_executions import refresh_workflow_summaries
 from service.store.load_inventory import load_accounts, load_instances, load_workspaces
@@ -47,10 +48,6 @@ PARALLEL_THRESHOLD = 100_000
 _SYNC_JOB_COLUMNS = (
     "id", "instance_id", "scope", "trigger", "status", "created_at", "finished_at", "error_code",
 )  # fmt: skip
-
-
-class BulkRefused(Exception):
-    """The plan cannot be written (its records already exist, or no schema)."""
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,10 @@ import asyncpg
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from service.errors import EmbeddedUnavailable
+
 DATABASE_NAME = "elova"
 SIGNING_KEY_FILE = "signing-key.pem"
-
-
-class EmbeddedUnavailable(RuntimeError):
-    """The embedded PostgreSQL could not be started; the message says what to do."""
 
 
 def start_postgres(data_dir: Path) -> tuple[Any, str]:

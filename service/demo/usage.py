@@ -12,8 +12,8 @@ import random
 from dataclasses import dataclass
 from decimal import Decimal
 
-from service.demo.catalog import MODELS, Model
-from service.demo.common import Json
+from service.demo.cast import MODELS, Model
+from service.demo.deterministic import Json
 from service.rules.shaping import format_amount
 
 MILLION = Decimal(1_000_000)

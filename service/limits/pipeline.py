@@ -26,8 +26,10 @@ TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again
 route (route.py) knows which server serves the limiter's slot.
 
 The commands are packed by hiredis (C) rather than by redis-py's pure-Python packer, which
-cost ~60 µs a script call (13 arguments) under load; redis-py still owns the connections,
-their timeouts and the reply parsing (hiredis as well).
+cost ~60 µs a script call (13 arguments) under load. The connection is the pipeline's own:
+the route takes it once (from the client's pool, or in cluster mode from the node that owns
+the slot), keeps it between batches and gives it back only on close. It is still a redis-py
+connection, with that client's timeouts and reply parsing (by hiredis as well).
 """
 
 from __future__ import annotations

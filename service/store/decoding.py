@@ -13,8 +13,8 @@ from uuid import UUID
 
 import msgspec
 
+from service.errors import LoadError
 from service.rules.identifiers import UUID_PATTERN
-from service.store.loading import LoadError
 
 T = TypeVar("T")
 

@@ -18,11 +18,11 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
+from service.errors import LoadError
 from service.rules.fields import Counter, Instant, NonEmpty
 from service.rules.history import HistoryIn, bound_history
 from service.rules.shaping import MAX_FRACTION_DIGITS, sanitize_name
 from service.store.decoding import check_id, decode_records, label, unique_ids
-from service.store.loading import LoadError
 from service.store.rollups import upsert_with_rollups
 
 ARRAY = "executions"

@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 
 from service.auth.passwords import hash_password
-from service.errors import ValidationError
+from service.errors import LoadError, ValidationError
 from service.rules.fields import Instant, NonEmpty
 from service.rules.inventory import (
     MAX_NODES,
@@ -28,7 +28,6 @@ from service.rules.inventory import (
 )
 from service.rules.shaping import resolve_zone, sanitize_name, shorten
 from service.store.decoding import check_id, decode_records, label, unique_ids
-from service.store.loading import LoadError
 
 # No spaces or control characters (PostgreSQL text cannot hold NUL; a login has no C0/C1).
 Email = Annotated[

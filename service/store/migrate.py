@@ -14,6 +14,8 @@ from importlib import resources
 
 import asyncpg
 
+from service.errors import MigrationError
+
 _LOCK_KEY = 0x656C6F7661  # "elova": one advisory lock for the migration runner
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -41,10 +43,6 @@ def available() -> list[Migration]:
     if len(set(versions)) != len(versions):
         raise RuntimeError("two migrations share a version number")
     return found
-
-
-class MigrationError(RuntimeError):
-    pass
 
 
 async def migrate(conn: asyncpg.Connection) -> list[str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
+from service.errors import LoadError
 from service.store.load_inventory import (
     load_accounts,
     load_instances,
@@ -18,7 +19,6 @@ from service.store.load_inventory import (
     load_workflows,
     load_workspaces,
 )
-from service.store.loading import LoadError
 
 _ARRAYS = "accounts, workspaces, instances, syncJobs, workflows, executions"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.store.loading import LoadError
+from service.errors import LoadError
 from tests.audit.conftest import AuditFactory
 from tests.audit.test_reload_and_history import _history
 from tests.support.snapshots import Snapshot

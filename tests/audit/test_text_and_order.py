@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service.store.loading import LoadError
+from service.errors import LoadError
 from tests.audit.conftest import AuditFactory
 from tests.support.snapshots import Snapshot, node
 

@@ -11,13 +11,12 @@ import asyncpg
 import pytest
 
 from service.auth.approvals import (
-    ApprovalRefused,
-    GrantRefused,
     create_operator_client,
     grant_approval,
     rotate_refresh_token,
 )
 from service.auth.tokens import TokenService, hash_refresh_token
+from service.errors import ApprovalRefused, GrantRefused
 from tests.auth.helpers import AuthApp, SeedFn
 from tests.support.approvals import Member, granted
 

@@ -10,8 +10,9 @@ import uuid
 import pytest
 
 from service.auth.bearer import verified_claims
-from service.auth.tokens import LEEWAY_SECONDS, AccessClaims, InvalidToken, TokenService
+from service.auth.tokens import LEEWAY_SECONDS, AccessClaims, TokenService
 from service.config import Config
+from service.errors import InvalidToken
 from tests.support.keys import ed25519_pem
 
 

@@ -14,9 +14,9 @@ import asyncpg
 import pytest
 
 from service.auth.activity import ActivityRecorder
-from service.auth.approvals import ApprovalRefused
 from service.cli.approve import approve
 from service.config import Config
+from service.errors import ApprovalRefused
 from tests.auth.helpers import AuthApp, SeedFn
 
 ELOVA = Path(sys.executable).with_name("elova-mcp")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.config import Config, ConfigError
+from service.config import Config
+from service.errors import ConfigError
 from service.store.db import PooledConnection, connect_options
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@db/elova"}

@@ -13,12 +13,12 @@ import json
 import uuid
 
 from service.auth.approvals import (
-    GrantRefused,
     IssuedTokens,
     grant_approval,
     issue_tokens,
     rotate_refresh_token,
 )
+from service.errors import GrantRefused
 from service.keys import DB_POOL, TOKENS
 from tests.hostile.conftest import Hostile
 from tests.hostile.wire import Reply, check_answer, modern_body, modern_headers

@@ -12,7 +12,8 @@ from uuid import uuid4
 import pytest
 from redis.crc import key_slot
 
-from service.config import Config, ConfigError
+from service.config import Config
+from service.errors import ConfigError
 from service.limits.admission import Admission
 from service.metrics import Metrics
 from tests.support.keys import ed25519_pem

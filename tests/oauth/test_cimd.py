@@ -16,9 +16,10 @@ from aiohttp.test_utils import TestClient
 from service.app import create_app
 from service.auth.oauth import cimd as cimd_module
 from service.auth.oauth import cimd_fetch
-from service.auth.oauth.cimd import METADATA_CLIENTS, cache_seconds
+from service.auth.oauth.cimd import cache_seconds
 from service.auth.oauth.cimd_fetch import PublicOnlyResolver, public_address
 from service.config import Config
+from service.keys import METADATA_CLIENTS
 from tests.oauth.conftest import OAuth
 from tests.oauth.flow import Account, Registered, authorize_params, bearer, pkce, seed_account
 from tests.oauth.flow import tool_call as mcp_tool_call

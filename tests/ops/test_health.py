@@ -13,8 +13,8 @@ from aiohttp import web
 
 from service.app import create_app
 from service.config import Config
-from service.health import drain
 from service.keys import DB_POOL, METRICS
+from service.main_listener import drain
 from tests.ops.conftest import StartApp, scrape, value
 from tests.ops.proxy import TcpProxy
 from tests.ops.serve_process import ServeProcess

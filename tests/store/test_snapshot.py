@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 
 from service.auth.passwords import verify_password
+from service.errors import LoadError
 from service.rules.inventory import MAX_INVENTORY_BYTES
-from service.store.loading import LoadError
 from service.store.snapshot import load_snapshot
 from tests.support.snapshots import ABSENT, Snapshot, document, member, new_id, node
 

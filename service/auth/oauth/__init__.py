@@ -17,11 +17,11 @@ the approvals page, the token and revocation endpoints. One concern a module:
     revocation.py     POST /revoke (RFC 7009)
     signin.py         sign-in / sign-out pages
     error_pages.py    404/405/500: a page for browsers, JSON for the rest (a middleware)
-    sessions.py       server-side sign-in sessions and CSRF tokens
+    signin_sessions.py  server-side sign-in sessions and CSRF tokens
     throttle.py       failed sign-in throttle in PostgreSQL
     approvals_page.py /approvals: list with activity, confirm and revoke
     pages.py          rendering, security headers, CSP, the stylesheet
-    responses.py      OAuth JSON errors
+    responses.py      OAuth JSON answers: errors (OAuthError, service/errors.py) and successes
 """
 
 from __future__ import annotations

@@ -27,8 +27,6 @@ from service.auth.approvals import (
     EXPIRY_CHOICES,
     MAX_ACTIVE_APPROVALS,
     MAX_WORKSPACES,
-    ApprovalLimitReached,
-    ApprovalRefused,
     grant_approval,
 )
 from service.auth.caller import N8N_READ, WORKSPACES_READ
@@ -44,13 +42,19 @@ from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH
 from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
 from service.auth.oauth.requests import (
     AuthorizationRequest,
-    PageRefusal,
-    RedirectRefusal,
     parse_authorization_request,
     redirect_to,
+    refusal_location,
 )
-from service.auth.oauth.sessions import SignedIn, csrf_matches, current_session
 from service.auth.oauth.signin import signin_location
+from service.auth.oauth.signin_sessions import SignedIn, csrf_matches, current_session
+from service.errors import (
+    ApprovalLimitReached,
+    ApprovalRefused,
+    FieldRefused,
+    PageRefusal,
+    RedirectRefusal,
+)
 from service.keys import CONFIG, DB_POOL
 
 LISTED_WORKSPACES = 200
@@ -176,14 +180,6 @@ def select_all(listed: list[str], checked: Any) -> list[str]:
     return chosen
 
 
-class FieldRefused(ApprovalRefused):
-    """A refusal about one choice of the form (shown next to it)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 def client_host(client: Client, redirect_uri: str) -> str:
     """The host name a person should recognise: the metadata document's host for a client
     known by its document (the one thing about it a third party cannot fake), else where the
@@ -247,7 +243,9 @@ async def decide(request: web.Request) -> web.Response:
     except PageRefusal as err:
         return error_page(request, err.title, err.message, status=400)
     except RedirectRefusal as err:
-        return see_other(err.location(cfg.issuer), form_targets=[redirect_origin(err.redirect_uri)])
+        return see_other(
+            refusal_location(err, cfg.issuer), form_targets=[redirect_origin(err.redirect_uri)]
+        )
     targets = [redirect_origin(req.redirect_uri)]
     session = await current_session(request)
     if session is None:

@@ -27,8 +27,8 @@ from service.auth.approvals import MAX_ACTIVE_APPROVALS, revoke_approval
 from service.auth.oauth.clients import redirect_host
 from service.auth.oauth.metadata import APPROVALS_PATH, SIGNOUT_PATH
 from service.auth.oauth.pages import error_page, render, see_other
-from service.auth.oauth.sessions import SignedIn, current_session
 from service.auth.oauth.signin import session_form, signin_location
+from service.auth.oauth.signin_sessions import SignedIn, current_session
 from service.keys import DB_POOL
 
 REVOKE_PATH = APPROVALS_PATH + "/revoke"

@@ -13,9 +13,10 @@ from aiohttp import web
 from service.auth.oauth import approval
 from service.auth.oauth.metadata import AUTHORIZE_PATH
 from service.auth.oauth.pages import error_page, security_headers, see_other
-from service.auth.oauth.requests import PageRefusal, RedirectRefusal, parse_authorization_request
-from service.auth.oauth.sessions import current_session
+from service.auth.oauth.requests import parse_authorization_request, refusal_location
 from service.auth.oauth.signin import signin_location
+from service.auth.oauth.signin_sessions import current_session
+from service.errors import PageRefusal, RedirectRefusal
 from service.keys import CONFIG
 
 
@@ -28,7 +29,8 @@ async def authorize(request: web.Request) -> web.Response:
         return error_page(request, err.title, err.message, status=400)
     except RedirectRefusal as err:
         return web.Response(
-            status=302, headers={"Location": err.location(cfg.issuer), **security_headers()}
+            status=302,
+            headers={"Location": refusal_location(err, cfg.issuer), **security_headers()},
         )
     session = await current_session(request)
     if session is None:

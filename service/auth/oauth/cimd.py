@@ -37,7 +37,7 @@ import asyncpg
 import msgspec
 from aiohttp import web
 
-from service.auth.oauth.cimd_fetch import FetchRefused, fetch_document, new_session
+from service.auth.oauth.cimd_fetch import fetch_document, new_session
 from service.auth.oauth.clients import (
     CLIENT_COLUMNS,
     Client,
@@ -46,7 +46,8 @@ from service.auth.oauth.clients import (
     redirect_uri_problem,
 )
 from service.auth.oauth.names import clean_client_name, registered_scope
-from service.keys import CONFIG
+from service.errors import FetchRefused
+from service.keys import CONFIG, METADATA_CLIENTS
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 MAX_REDIRECT_URIS = 10
@@ -207,9 +208,6 @@ class MetadataClients:
         if ttl > 0:
             self._remember(url, time.monotonic() + ttl, client)
         return client
-
-
-METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients", MetadataClients)
 
 
 async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:

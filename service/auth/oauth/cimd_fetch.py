@@ -31,21 +31,12 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
 from service.auth.oauth.clients import is_loopback_host
+from service.errors import FetchRefused, PrivateAddress
 
 MAX_DOCUMENT_BYTES = 5 * 1024
 MAX_URL_LENGTH = 1000
 FETCH_TIMEOUT_SECONDS = 5.0
 USER_AGENT = "elova-mcp (client-id-metadata-document fetch)"
-
-
-class FetchRefused(Exception):
-    """The document cannot be fetched or is not acceptable; the message says why (shown to
-    the person on the error page, never to the document's server). `transient`: the host
-    did not answer (timeout, unreachable, 5xx), as opposed to an answer that is refused."""
-
-    def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
 
 
 def public_address(address: str) -> bool:
@@ -93,10 +84,6 @@ def document_url_problem(url: str, *, allow_private: bool) -> str | None:
     if not allow_private and _literal_address(host) and not public_address(host):
         return "the client id URL points to a private or local address"
     return None
-
-
-class PrivateAddress(OSError):
-    """Raised by the resolver: the name has an address the fetch may not connect to."""
 
 
 class PublicOnlyResolver(AbstractResolver):

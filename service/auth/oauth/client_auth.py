@@ -23,10 +23,10 @@ from aiohttp import hdrs, web
 from multidict import MultiMapping
 
 from service.auth.oauth.cimd import is_metadata_client_id, token_client
-from service.auth.oauth.cimd_fetch import FetchRefused
 from service.auth.oauth.clients import Client, load_client
 from service.auth.oauth.registration import hash_client_secret
-from service.auth.oauth.responses import OAuthError, single
+from service.auth.oauth.responses import single
+from service.errors import FetchRefused, OAuthError
 
 
 def _invalid(description: str, *, basic: bool = False) -> OAuthError:

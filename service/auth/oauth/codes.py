@@ -26,9 +26,9 @@ from service.auth.approvals import (
     revoke_approval,
 )
 from service.auth.oauth.requests import AuthorizationRequest, same_resource
-from service.auth.oauth.responses import OAuthError
 from service.auth.tokens import TokenService
 from service.crypto import b64url
+from service.errors import OAuthError
 
 CODE_LIFETIME = timedelta(seconds=60)
 _VERIFIER = re.compile(r"[A-Za-z0-9\-._~]{43,128}")

@@ -18,8 +18,9 @@ import aiohttp_jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
+from service.keys import OAUTH_STYLESHEET
+
 STYLESHEET_PATH = "/oauth/elova.css"
-_STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
 
 
 def content_security_policy(form_targets: Iterable[str] = ()) -> str:
@@ -81,7 +82,7 @@ def see_other(location: str, *, form_targets: Iterable[str] = ()) -> web.Respons
 
 async def stylesheet(request: web.Request) -> web.Response:
     return web.Response(
-        body=request.app[_STYLESHEET],
+        body=request.app[OAUTH_STYLESHEET],
         content_type="text/css",
         headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
     )
@@ -97,7 +98,7 @@ def setup_pages(app: web.Application) -> None:
         undefined=jinja2.StrictUndefined,
     )
     folder = resources.files("service.auth") / "templates"
-    app[_STYLESHEET] = (folder / "elova.css").read_bytes()
+    app[OAUTH_STYLESHEET] = (folder / "elova.css").read_bytes()
     app.router.add_get(STYLESHEET_PATH, stylesheet)
 
 

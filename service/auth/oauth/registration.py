@@ -24,7 +24,8 @@ from aiohttp import web
 from service.auth.oauth.clients import redirect_uri_problem
 from service.auth.oauth.metadata import AUTH_METHODS
 from service.auth.oauth.names import clean_client_name, registered_scope
-from service.auth.oauth.responses import OAuthError, error_response, json_response
+from service.auth.oauth.responses import error_response, json_response
+from service.errors import OAuthError
 from service.keys import DB_POOL
 
 MAX_REDIRECT_URIS = 10

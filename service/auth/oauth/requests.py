@@ -23,9 +23,9 @@ from multidict import MultiMapping
 
 from service.auth.caller import ALL_SCOPES
 from service.auth.oauth.cimd import authorizing_client
-from service.auth.oauth.cimd_fetch import FetchRefused
 from service.auth.oauth.clients import Client, matches_registered
-from service.auth.oauth.responses import OAuthError, single
+from service.auth.oauth.responses import single
+from service.errors import FetchRefused, OAuthError, PageRefusal, RedirectRefusal
 from service.keys import CONFIG, DB_POOL
 
 # An S256 challenge is the base64url SHA-256 of the verifier: exactly 43 characters.
@@ -41,30 +41,6 @@ OAUTH_PARAMS = (
     "scope",
     "resource",
 )
-
-
-class PageRefusal(Exception):
-    """Shown to the person: the client or redirect URI cannot be trusted with an answer."""
-
-    def __init__(self, title: str, message: str) -> None:
-        super().__init__(message)
-        self.title = title
-        self.message = message
-
-
-class RedirectRefusal(Exception):
-    """Sent back to the (registered) redirect URI as an OAuth error."""
-
-    def __init__(self, redirect_uri: str, state: str | None, error: str, description: str) -> None:
-        super().__init__(description)
-        self.redirect_uri = redirect_uri
-        self.state = state
-        self.error = error
-        self.description = description
-
-    def location(self, issuer: str) -> str:
-        params = {"error": self.error, "error_description": self.description}
-        return redirect_to(self.redirect_uri, params, self.state, issuer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +69,12 @@ class AuthorizationRequest:
 
     def query(self) -> str:
         return urlencode(self.hidden_fields())
+
+
+def refusal_location(refusal: RedirectRefusal, issuer: str) -> str:
+    """Where a redirect refusal sends the browser: its OAuth error on the redirect URI."""
+    params = {"error": refusal.error, "error_description": refusal.description}
+    return redirect_to(refusal.redirect_uri, params, refusal.state, issuer)
 
 
 def redirect_to(redirect_uri: str, params: dict[str, str], state: str | None, issuer: str) -> str:

@@ -8,19 +8,10 @@ import msgspec
 from aiohttp import web
 from multidict import MultiDictProxy, MultiMapping
 
+from service.errors import OAuthError
+
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 FORM = "application/x-www-form-urlencoded"
-
-
-class OAuthError(Exception):
-    """An OAuth error answered as JSON: `error`, `error_description`, HTTP status."""
-
-    def __init__(self, error: str, description: str, *, status: int = 400) -> None:
-        super().__init__(description)
-        self.error = error
-        self.description = description
-        self.status = status
-        self.headers: dict[str, str] = {}
 
 
 def error_response(err: OAuthError) -> web.Response:

@@ -17,13 +17,13 @@ from aiohttp import web
 from service.auth.approvals import revoke_approval
 from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.responses import (
-    OAuthError,
     error_response,
     json_response,
     read_form,
     single,
 )
-from service.auth.tokens import InvalidToken, TokenService, hash_refresh_token
+from service.auth.tokens import TokenService, hash_refresh_token
+from service.errors import InvalidToken, OAuthError
 from service.keys import DB_POOL, TOKENS
 
 HINTS = ("refresh_token", "access_token")

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from aiohttp import web
 
-from service.auth.oauth import sessions, throttle
+from service.auth.oauth import signin_sessions, throttle
 from service.auth.oauth.clients import load_client
 from service.auth.oauth.metadata import (
     APPROVALS_PATH,
@@ -79,7 +79,7 @@ async def _form(
     status: int = 200,
 ) -> web.Response:  # fmt: skip
     cfg = request.app[CONFIG]
-    token = request.cookies.get(sessions.cookie_name(cfg, _CSRF_COOKIE)) or ""
+    token = request.cookies.get(signin_sessions.cookie_name(cfg, _CSRF_COOKIE)) or ""
     if len(token) != 43:
         token = secrets.token_urlsafe(32)
     context = {
@@ -90,7 +90,7 @@ async def _form(
         "client_name": await _client_name(request, next_path),
     }
     response = render(request, "signin.html", context, status=status)
-    sessions.set_cookie(response, cfg, _CSRF_COOKIE, token, _CSRF_MAX_AGE)
+    signin_sessions.set_cookie(response, cfg, _CSRF_COOKIE, token, _CSRF_MAX_AGE)
     return response
 
 
@@ -106,8 +106,8 @@ async def signin(request: web.Request) -> web.Response:
     if form is None:
         return unreadable_form(request)
     next_path = safe_next(form.get("next"))
-    cookie = request.cookies.get(sessions.cookie_name(cfg, _CSRF_COOKIE))
-    if cookie is None or not sessions.csrf_matches(cookie, form.get("csrf")):
+    cookie = request.cookies.get(signin_sessions.cookie_name(cfg, _CSRF_COOKIE))
+    if cookie is None or not signin_sessions.csrf_matches(cookie, form.get("csrf")):
         return await _form(
             request, next_path, error="The sign-in form expired. Please try again.", status=403
         )
@@ -146,24 +146,24 @@ async def signin(request: web.Request) -> web.Response:
         )  # fmt: skip
     await throttle.clear_account(pool, email)
     response = see_other(next_path)
-    await sessions.start_session(request, response, row["id"])
+    await signin_sessions.start_session(request, response, row["id"])
     return response
 
 
 async def session_form(
     request: web.Request, page: str
-) -> tuple[sessions.SignedIn, Form] | web.Response:
+) -> tuple[signin_sessions.SignedIn, Form] | web.Response:
     """The session and form of a POST from a signed-in page, or the answer when the form is
     unreadable, nobody is signed in (to sign-in), or its CSRF token is not the session's
     (`page` says what to reload). For sign-out and the Approvals page; the approval form
     (approval.py) answers these cases itself, showing the authorization request again."""
-    session = await sessions.current_session(request)
+    session = await signin_sessions.current_session(request)
     form = await read_form(request)
     if form is None:
         return unreadable_form(request)
     if session is None:
         return see_other(signin_location(APPROVALS_PATH))
-    if not sessions.csrf_matches(session.csrf_token, form.get("csrf")):
+    if not signin_sessions.csrf_matches(session.csrf_token, form.get("csrf")):
         return error_page(
             request, "This form has expired", f"Reload the {page} and try again.", status=403
         )
@@ -172,7 +172,7 @@ async def session_form(
 
 async def signout_page(request: web.Request) -> web.Response:
     """GET /signout: the button that signs out (signing out changes state, so it is a POST)."""
-    session = await sessions.current_session(request)
+    session = await signin_sessions.current_session(request)
     context = {
         "account": session,
         "csrf": session.csrf_token if session else "",
@@ -190,5 +190,5 @@ async def signout(request: web.Request) -> web.Response:
         return got
     session, _ = got
     response = see_other(signin_location(APPROVALS_PATH))
-    await sessions.end_session(request, response, session)
+    await signin_sessions.end_session(request, response, session)
     return response

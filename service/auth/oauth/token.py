@@ -14,18 +14,18 @@ import asyncpg
 from aiohttp import web
 from multidict import MultiMapping
 
-from service.auth.approvals import GrantRefused, IssuedTokens, rotate_refresh_token
+from service.auth.approvals import IssuedTokens, rotate_refresh_token
 from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.codes import redeem_code
 from service.auth.oauth.requests import same_resource
 from service.auth.oauth.responses import (
-    OAuthError,
     error_response,
     json_response,
     read_form,
     single,
 )
 from service.auth.tokens import hash_refresh_token
+from service.errors import GrantRefused, OAuthError
 from service.keys import CONFIG, DB_POOL, METRICS, TOKENS
 
 

@@ -18,14 +18,11 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from service.cli.failures import StartupFailure, report
+from service.cli.failures import report
 from service.cli.preflight import connect_postgresql
+from service.errors import CommandRefused, StartupFailure
 
 NO_SCHEMA = "the database has no schema yet; run `elova-mcp migrate`"
-
-
-class Refused(Exception):
-    """A command's refusal, its message written for a person."""
 
 
 def refuse(prog: str, message: str, status: int = 1) -> int:
@@ -41,9 +38,9 @@ async def run_on_database(
     *,
     refusals: tuple[type[Exception], ...] = (),
 ) -> int:
-    """Run `command` on a fresh connection and print the text it returns. A `Refused`, or an
+    """Run `command` on a fresh connection and print the text it returns. A `CommandRefused`, or an
     exception of a `refusals` type, prints its message as is."""
-    refused: tuple[type[Exception], ...] = (Refused, *refusals)
+    refused: tuple[type[Exception], ...] = (CommandRefused, *refusals)
     try:
         conn = await connect_postgresql(dsn)
     except StartupFailure as failure:

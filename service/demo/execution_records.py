@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from service.demo.catalog import (
+from service.demo.cast import (
     CHAT_MODEL_TYPES,
     TEMPLATES,
     InstancePlan,
@@ -24,8 +24,15 @@ from service.demo.catalog import (
     WorkflowPlan,
     WorkspacePlan,
 )
-from service.demo.common import Json, iso, local_instant, local_today, stable_rng, stable_uuid
-from service.demo.history import Outcome, report, unavailable
+from service.demo.deterministic import (
+    Json,
+    iso,
+    local_instant,
+    local_today,
+    stable_rng,
+    stable_uuid,
+)
+from service.demo.history_reports import Outcome, report, unavailable
 from service.demo.usage import Call, cost_fields, model_call
 
 ORPHAN_NAMES = (
@@ -38,7 +45,7 @@ ORPHAN_NAMES = (
 UNPRICED_DAYS = 90
 NULL_COST_DAYS = 75
 MISSING_MAPPING_DAYS = 30
-# Executions per day are the catalog's rates times this: thousands of rows that still load
+# Executions per day are the cast's rates times this: thousands of rows that still load
 # in a few seconds.
 VOLUME = 0.35
 

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from service.demo.catalog import (
+from service.demo.cast import (
     CHAT_MODEL_TYPES,
     CRASH_ERRORS,
     ERRORS,
@@ -25,7 +25,7 @@ from service.demo.catalog import (
     STICKY,
     TRIGGER_TYPES,
 )
-from service.demo.common import Json, iso
+from service.demo.deterministic import Json, iso
 from service.demo.usage import Call
 
 LOOP_NODES = ("Loop over leads", "Clearbit lookup", "Update contact", "Wait 1s (rate limit)")

@@ -1,11 +1,12 @@
 """The fixed cast of the demo: workspaces, instances, workflow templates, n8n node types,
 models with their OpenRouter reference prices, and the error texts n8n really produces.
 
-Everything here is static data; `service.demo.build` turns it into records with times
-relative to `now`. Names are chosen to exercise what users meet in practice: several time
-zones (one with a +05:45 offset, two with DST on opposite hemispheres), a workspace name
-longer than the 200 code-point output bound, astral characters, a workflow name past both
-the 100 (execution label) and 200 (workflow name) code-point bounds.
+Everything here is static data; workspace_records.py and execution_records.py turn it into
+records with times relative to `now`. Names are chosen to exercise what users meet in
+practice: several time zones (one with a +05:45 offset, two with DST on opposite
+hemispheres), a workspace name longer than the 200 code-point output bound, astral
+characters, a workflow name past both the 100 (execution label) and 200 (workflow name)
+code-point bounds.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from service.demo.catalog import (
+from service.demo.cast import (
     CODE,
     DEMO_EMAIL,
     DEMO_PASSWORD,
@@ -28,7 +28,7 @@ from service.demo.catalog import (
     WorkflowPlan,
     WorkspacePlan,
 )
-from service.demo.common import Json, iso, n8n_workflow_id, stable_rng, stable_uuid
+from service.demo.deterministic import Json, iso, n8n_workflow_id, stable_rng, stable_uuid
 
 TRANSIENT_CODES = (
     "N8N_RATE_LIMITED",

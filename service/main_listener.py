@@ -1,0 +1,83 @@
+"""The main listener: serve until SIGTERM/SIGINT, then the graceful drain.
+
+On the first signal readiness fails (service/health.py) while the listener keeps serving
+for `drain_seconds`, so load balancers stop routing here; then the listener closes,
+in-flight requests get `shutdown_timeout` to finish, and the cleanup contexts close the
+pools. A second signal skips the rest of the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+from aiohttp import web
+
+from service.config import Config
+from service.health import begin_drain
+
+log = logging.getLogger(__name__)
+
+# How long the listener keeps serving after readiness fails: a few probe periods of the
+# load balancer (compose's HAProxy checks every 2 s; Kubernetes also runs a preStop sleep).
+DRAIN_SECONDS = 5.0
+
+
+async def drain(
+    app: web.Application, runner: web.AppRunner, drain_seconds: float, skip: asyncio.Event
+) -> None:
+    """Readiness fails, serve on for drain_seconds (unless `skip` is set), then stop."""
+    begin_drain(app)
+    if drain_seconds > 0:
+        try:
+            async with asyncio.timeout(drain_seconds):
+                await skip.wait()
+        except TimeoutError:
+            pass
+    started = time.perf_counter()
+    await runner.cleanup()  # stop listening, wait for in-flight requests, close pools
+    log.info("stopped", extra={"shutdown_seconds": round(time.perf_counter() - started, 3)})
+
+
+async def serve(app: web.Application, cfg: Config, *, drain_seconds: float | None = None) -> None:
+    """Run the main listener until SIGTERM/SIGINT, then drain (a second signal skips the wait).
+
+    The drain lasts ELOVA_DRAIN_SECONDS (cfg.drain_seconds) unless the caller says otherwise.
+    """
+    if drain_seconds is None:
+        drain_seconds = cfg.drain_seconds
+    runner = web.AppRunner(
+        app,
+        access_log=None,  # service.logs writes the access line
+        handle_signals=False,
+        shutdown_timeout=shutdown_timeout(cfg),
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port)
+    await site.start()
+    log.info("listening", extra={"host": cfg.host, "port": cfg.port})
+    loop = asyncio.get_running_loop()
+    stop, skip = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        (skip if stop.is_set() else stop).set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await stop.wait()
+        log.info("signal received: shutting down")
+        await drain(app, runner, drain_seconds, skip)
+    except BaseException:
+        await runner.cleanup()  # cancelled or failed before the drain finished
+        raise
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def shutdown_timeout(cfg: Config) -> float:
+    """How long in-flight requests may still run once the listener closed."""
+    return cfg.limits.request_deadline_seconds + cfg.limits.lease_grace_seconds
