@@ -70,7 +70,7 @@ class Catalog:
 
     @classmethod
     def load(cls) -> Catalog:
-        return cls(resources.files("service.mcp").joinpath(CATALOG_FILE).read_bytes())
+        return cls(resources.files("service.contract").joinpath(CATALOG_FILE).read_bytes())
 
     def __contains__(self, name: object) -> bool:
         return name in self.names

@@ -26,7 +26,7 @@ _EXAMPLE_UUID = "11111111-1111-4111-8111-111111111111"
 
 @functools.cache
 def _input_schemas() -> dict[str, dict[str, Any]]:
-    text = resources.files("service.mcp").joinpath("elova-tools.json").read_text("utf-8")
+    text = resources.files("service.contract").joinpath("elova-tools.json").read_text("utf-8")
     return {tool["name"]: tool["inputSchema"] for tool in json.loads(text)["tools"]}
 
 

@@ -34,7 +34,7 @@ from tests.support.mcp_wire import tool_call
 from tests.support.snapshots import Snapshot, member
 
 SPEC = Path("/work/shared/spec/elova-tools.json")
-LOCAL_CATALOG = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+LOCAL_CATALOG = Path(__file__).resolve().parents[2] / "service" / "contract" / "elova-tools.json"
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 
 

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from tests.clients.dataset import Dataset
 
 # The product contract as `tools/list` serves it (docs/tools.md).
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+CATALOG_PATH = Path(__file__).resolve().parents[2] / "service" / "contract" / "elova-tools.json"
 TOOL_FIELDS = ("name", "description", "inputSchema", "outputSchema", "annotations")
 # The revision the official Python client settles on in each of its connect modes.
 EXPECTED_VERSION = {"auto": "2026-07-28", "legacy": "2025-11-25"}

@@ -19,7 +19,7 @@ from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace
 from service.rules.history import HistoryIn, bound_history
 from tests.demo.conftest import NOW
 
-CATALOG = Path(__file__).parents[2] / "service" / "mcp" / "elova-tools.json"
+CATALOG = Path(__file__).parents[2] / "service" / "contract" / "elova-tools.json"
 AMOUNT = re.compile(r"^(?:0|[1-9]\d{0,37})(?:\.\d{1,18})?\Z")
 
 

@@ -22,7 +22,7 @@ from service.demo import DEMO_EMAIL, demo_workspace_ids
 from service.keys import DB_POOL, TOKENS
 from tests.support.mcp_wire import tool_call
 
-CATALOG = Path(__file__).parents[2] / "service" / "mcp" / "elova-tools.json"
+CATALOG = Path(__file__).parents[2] / "service" / "contract" / "elova-tools.json"
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-CATALOG = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+CATALOG = Path(__file__).resolve().parents[2] / "service" / "contract" / "elova-tools.json"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from service.mcp.catalog import Catalog
 from service.mcp.versions import decode_header_value, is_modern, negotiate_session
 
 SHARED_CATALOG = Path(__file__).resolve().parents[3] / "shared" / "spec" / "elova-tools.json"
-SERVED_CATALOG = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+SERVED_CATALOG = Path(__file__).resolve().parents[2] / "service" / "contract" / "elova-tools.json"
 
 
 @pytest.mark.skipif(not SHARED_CATALOG.exists(), reason="../shared is not checked out here")

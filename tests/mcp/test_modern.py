@@ -16,7 +16,9 @@ SERVER_INFO = {"io.modelcontextprotocol/serverInfo": EXPECTED_SERVER_INFO}
 
 
 def catalog_tools() -> list[dict[str, Any]]:
-    document = json.loads(resources.files("service.mcp").joinpath("elova-tools.json").read_bytes())
+    document = json.loads(
+        resources.files("service.contract").joinpath("elova-tools.json").read_bytes()
+    )
     keys = ("name", "description", "inputSchema", "outputSchema", "annotations")
     return [{k: tool[k] for k in keys} for tool in document["tools"]]
 

@@ -135,7 +135,9 @@ def test_tool_label_set_is_the_catalog() -> None:
 
     import service
 
-    catalog = json.loads((Path(service.__file__).parent / "mcp" / "elova-tools.json").read_text())
+    catalog = json.loads(
+        (Path(service.__file__).parent / "contract" / "elova-tools.json").read_text()
+    )
     assert {tool["name"] for tool in catalog["tools"]} == m.TOOLS
 
 

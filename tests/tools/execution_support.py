@@ -28,7 +28,7 @@ from service.tools.executions import TOOLS as EXECUTION_TOOLS
 from service.tools.stats import TOOLS as STATS_TOOLS
 from tests.support.snapshots import Snapshot
 
-CATALOG = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+CATALOG = Path(__file__).resolve().parents[2] / "service" / "contract" / "elova-tools.json"
 TOOLS: dict[str, Tool[Any]] = {t.name: t for t in (*EXECUTION_TOOLS, *STATS_TOOLS)}
 RESPONSE_BYTES = 256 * 1024
 

@@ -30,7 +30,7 @@ from service.tools.workflows import TOOLS as WORKFLOW_TOOLS
 from service.tools.workspaces import TOOLS as WORKSPACE_TOOLS
 from tests.support.snapshots import Snapshot
 
-CATALOG = Path(__file__).resolve().parents[2] / "service" / "mcp" / "elova-tools.json"
+CATALOG = Path(__file__).resolve().parents[2] / "service" / "contract" / "elova-tools.json"
 TOOLS: dict[str, Tool[Any]] = {
     t.name: t for t in (*WORKSPACE_TOOLS, *INSTANCE_TOOLS, *SYNC_JOB_TOOLS, *WORKFLOW_TOOLS)
 }

@@ -1,5 +1,5 @@
 """The argument and result tables of docs/tools.md, rendered from the catalog `tools/list`
-serves (service/mcp/elova-tools.json), so the tool reference cannot drift from it.
+serves (service/contract/elova-tools.json), so the tool reference cannot drift from it.
 
 docs/tools.md holds the prose; between the markers
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-CATALOG = ROOT / "service" / "mcp" / "elova-tools.json"
+CATALOG = ROOT / "service" / "contract" / "elova-tools.json"
 TOOLS_DOC = ROOT / "docs" / "tools.md"
 
 Schema = dict[str, Any]

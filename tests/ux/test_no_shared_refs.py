@@ -17,7 +17,7 @@ FORBIDDEN = re.compile(r"\.\./shared\b|/work/shared\b|\bshared/spec/|\b" + NAME 
 KEPT = {
     # Byte for byte the contract's catalog (tests/mcp compares them); its transcription notes
     # name the reference file it was made from.
-    "service/mcp/elova-tools.json",
+    "service/contract/elova-tools.json",
     # Applied migrations are checksummed by `migrate`: editing a comment would stop it on
     # every existing database.
     "service/store/migrations/0001_records.sql",

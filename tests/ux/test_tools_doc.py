@@ -34,7 +34,7 @@ def table(section: str, part: str) -> dict[str, str]:
 def test_generated_tables_match_the_catalog() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert catalog_tables.regenerate(text, catalog_tables.load_catalog()) == text, (
-        "docs/tools.md drifted from service/mcp/elova-tools.json: "
+        "docs/tools.md drifted from service/contract/elova-tools.json: "
         "run `python -m tests.ux.catalog_tables`"
     )
 
