@@ -43,7 +43,7 @@ _VERIFIED_MAX = 4096  # remembered verified tokens per TokenService (a few MB at
 # tokens never pushes out a client's good one. Keyed by SHA-256 of the token: an entry stays
 # under 400 bytes whatever its token's size (about 1.5 MB at the cap).
 _REFUSED_MAX = 4096
-# How long a refusal is remembered when none of the token's times bounds it sooner.
+# How long a refusal is kept when no time of its token can change it (expired, garbage).
 _REFUSED_SECONDS = 60
 # Ours stay under 1 KB (client ids are at most 200 characters); longer is refused unread.
 MAX_TOKEN_CHARS = 4096
@@ -283,9 +283,10 @@ class TokenService:
         """The key that would verify the token, once every check that needs no signature
         has passed on the unverified token; InvalidToken at the first that fails.
 
-        The checks, their order and their refusals are pyjwt's and then `_claims`'s, as
-        `verify` runs them after the signature: a token refused here gets the refusal it
-        would get were it well signed. Nothing read here is trusted afterwards.
+        The header checks are the ones made before pyjwt ever was; the claim checks, their
+        order and their refusals are pyjwt's and then `_claims`'s, as `verify` runs them
+        after the signature: a token refused here gets the refusal it would get were it
+        well signed. Nothing read here is trusted afterwards.
         """
         if len(token) > MAX_TOKEN_CHARS or not token.isascii():
             raise _malformed()
@@ -423,22 +424,20 @@ def _answer_holds_until(token: str, now: float) -> float:
     Nothing but time changes the answer for a given token: the keys, issuer and audience are
     fixed for the life of the service. Its readable times can: past `exp` (with the leeway)
     any refusal becomes "expired", and before `nbf` and `iat` (less the leeway) a token can
-    still become valid. So a refusal holds until the first of those still ahead, and at most
-    `_REFUSED_SECONDS`.
+    still become valid. So a refusal holds until the first of those moments still ahead;
+    with none ahead (an expired token, garbage) it never changes, and `_REFUSED_SECONDS`
+    bounds how long it is kept.
     """
-    until = now + _REFUSED_SECONDS
     segments = token.encode("ascii").split(b".")
     try:
         claims = _json_object(segments[1]) if len(segments) == 3 else {}
     except InvalidToken:
         claims = {}
     exp, nbf, iat = (_as_int(claims.get(name)) for name in ("exp", "nbf", "iat"))
-    if exp is not None and exp + LEEWAY_SECONDS > now:
-        until = min(until, exp + LEEWAY_SECONDS)
-    for start in (nbf, iat):
-        if start is not None and start - LEEWAY_SECONDS > now:
-            until = min(until, start - LEEWAY_SECONDS)
-    return until
+    changes = [exp + LEEWAY_SECONDS] if exp is not None else []
+    changes += [start - LEEWAY_SECONDS for start in (nbf, iat) if start is not None]
+    ahead = [moment for moment in changes if moment > now]
+    return min(ahead) if ahead else now + _REFUSED_SECONDS
 
 
 def _remember(memo: OrderedDict[_K, _V], key: _K, value: _V, cap: int) -> None:
