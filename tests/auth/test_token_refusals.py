@@ -30,7 +30,7 @@ from service.auth.tokens import (
 )
 from service.config import Config
 from service.keys import DB_POOL, METRICS
-from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, JsonFormatter
+from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, JsonFormatter, RefusalSampler
 from service.metrics import PREFIX
 from tests.auth.helpers import b64, sign, unverified
 from tests.oauth.flow import bearer, seed_account, tool_call
@@ -310,3 +310,22 @@ async def test_a_flood_of_refusals_logs_a_sample_and_counts_every_one(
     assert sum(s["by_status"]["401"] for s in summaries) == len(debug)
     assert all(s["level"] == "info" and "request_id" not in s for s in summaries)
     assert summaries[0]["message"] == f"{summaries[0]['suppressed']} similar refusals suppressed"
+
+
+def test_the_sampler_admits_a_few_refusals_a_second_and_sums_up_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = [100.0]
+    sampler = RefusalSampler(per_second=2, clock=lambda: clock[0])
+    with caplog.at_level(logging.INFO, logger=ACCESS.name):
+        assert [sampler.admit(status) for status in (401, 401, 401, 403, 401)] == [
+            True, True, False, False, False,
+        ]  # fmt: skip
+        assert caplog.records == []
+        clock[0] += 1.0  # the next second: the last one's summary first
+        assert sampler.admit(401)
+        (summary,) = caplog.records
+        assert summary.getMessage() == "3 similar refusals suppressed"
+        assert summary.__dict__["by_status"] == {"401": 2, "403": 1}
+        sampler.flush()  # nothing suppressed since: nothing more to say
+        assert len(caplog.records) == 1
