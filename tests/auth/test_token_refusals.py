@@ -275,7 +275,8 @@ async def test_refusals_on_the_wire_are_unchanged(
                     )
                 status, _, _ = await _call(http, server.mcp_url, issued.access_token)
                 assert status == 200
-        # Three rounds, one signature check each for the badly signed and the good token.
+        # Over three rounds, one signature check for the badly signed token and one for the
+        # good one; none for the expired, unknown-kid and garbage tokens.
         assert sorted(signature_checks) == sorted([forged, issued.access_token])
         registry = server.apps[0][METRICS].registry
         for reason, count in (("expired", 3), ("signature", 6), ("malformed", 3)):
