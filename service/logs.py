@@ -6,6 +6,11 @@ header, stored as `request[REQUEST_ID]` and attached to every line logged while 
 runs. Nothing secret reaches a line: query strings are never logged, fields named like
 credentials are replaced, and bearer tokens, JWTs, URL passwords, PEM keys and credential
 query parameters are masked in every message, field and stack trace.
+
+Refusals (401, 403, 429) are what a flood is made of, so their access lines are sampled: at
+most `REFUSAL_LINES_PER_SECOND` a second at INFO per app (one app a process); the rest go
+to DEBUG, and one INFO line a second says how many ("N similar refusals suppressed"). The
+HTTP metrics still count every request.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +44,8 @@ _REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "elova_request_id", default=None
 )
 _PROBES = frozenset({"/livez", "/readyz"})
+REFUSED_STATUSES = frozenset({401, 403, 429})
+REFUSAL_LINES_PER_SECOND = 20
 _MAX_FIELD_CHARS = 2000
 REDACTED = "[redacted]"
 
@@ -201,6 +209,10 @@ def _log_access(
         level = logging.DEBUG  # probes every few seconds would drown the real traffic
     else:
         level = logging.INFO
+    if level == logging.INFO and status in REFUSED_STATUSES and ACCESS.isEnabledFor(level):
+        sampler = request.app.get(REFUSAL_SAMPLER)
+        if sampler is not None and not sampler.admit(status):
+            level = logging.DEBUG
     if not ACCESS.isEnabledFor(level):
         return
     fields: dict[str, Any] = {
@@ -224,6 +236,70 @@ def _log_access(
     ACCESS.log(level, "%s %s %d", request.method, request.path, status, extra=fields)
 
 
+class RefusalSampler:
+    """Which refusals get an INFO access line: the first `per_second` of each second. The
+    others are counted by status and summed up in one INFO line when their second ends (or
+    when the next one starts, or at shutdown), logged outside any request."""
+
+    def __init__(
+        self,
+        per_second: int = REFUSAL_LINES_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._per_second = per_second
+        self._clock = clock
+        self._second_started = -1.0
+        self._admitted = 0
+        self._suppressed: Counter[int] = Counter()
+        self._summary: asyncio.TimerHandle | None = None
+
+    def admit(self, status: int) -> bool:
+        """True when this refusal gets its INFO line; False when it is only counted."""
+        now = self._clock()
+        if self._second_started < 0 or now - self._second_started >= 1.0:
+            self.flush()
+            self._second_started, self._admitted = now, 0
+        if self._admitted < self._per_second:
+            self._admitted += 1
+            return True
+        self._suppressed[status] += 1
+        if self._summary is None:
+            self._schedule_summary(self._second_started + 1.0 - now)
+        return False
+
+    def flush(self) -> None:
+        """Log the summary of the refusals suppressed so far, if any."""
+        if self._summary is not None:
+            self._summary.cancel()
+            self._summary = None
+        if not self._suppressed:
+            return
+        by_status, self._suppressed = self._suppressed, Counter()
+        # An empty context: the line belongs to no request (no request id).
+        contextvars.Context().run(_log_suppressed, by_status)
+
+    def _schedule_summary(self, delay: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # outside a loop: the next second or the shutdown logs the summary
+        self._summary = loop.call_later(max(delay, 0.0), self.flush)
+
+
+def _log_suppressed(by_status: Counter[int]) -> None:
+    total = sum(by_status.values())
+    ACCESS.info(
+        "%d similar refusals suppressed",
+        total,
+        extra={
+            "event": "http_refusals_suppressed",
+            "suppressed": total,
+            "by_status": {str(status): n for status, n in sorted(by_status.items())},
+        },
+    )
+
+
+REFUSAL_SAMPLER: web.AppKey[RefusalSampler] = web.AppKey("refusal_sampler", RefusalSampler)
 LOG_FIELDS: web.RequestKey[dict[str, Any]] = web.RequestKey("log_fields")
 
 
@@ -241,7 +317,14 @@ async def _stamp_request_id(request: web.Request, response: web.StreamResponse) 
         response.headers[REQUEST_ID_HEADER] = request_id
 
 
+async def _flush_refusals(app: web.Application) -> None:
+    app[REFUSAL_SAMPLER].flush()
+
+
 def setup_request_log(app: web.Application) -> None:
-    """Register the request-id/access-log middleware (outermost) and the header hook."""
+    """Register the request-id/access-log middleware (outermost), the header hook and the
+    sampler of refusals' access lines."""
+    app[REFUSAL_SAMPLER] = RefusalSampler()
     app.middlewares.insert(0, request_log_middleware)
     app.on_response_prepare.append(_stamp_request_id)
+    app.on_cleanup.append(_flush_refusals)
