@@ -14,8 +14,9 @@ import timeit
 import uuid
 from collections.abc import Callable
 
-from service.auth.tokens import InvalidToken, TokenService
+from service.auth.tokens import TokenService
 from service.config import Config
+from service.errors import InvalidToken
 from tests.support.keys import ed25519_pem
 
 ROUNDS = 2000

@@ -1,6 +1,7 @@
 """The bearer check's memo of verified access tokens: a token verified once is not verified
-again until it expires; a token that failed is never remembered; an expired one is refused
-even after it was remembered; two token services (two keys) never share entries."""
+again until it expires; a token that failed is remembered as refused, never as verified (the
+floods issue: a repeated bad token costs a lookup); an expired one is refused even after it
+was remembered; two token services (two keys) never share entries."""
 
 from __future__ import annotations
 
@@ -46,18 +47,20 @@ def test_a_verified_token_is_remembered_until_it_expires(config: Config) -> None
     assert tokens.calls == 2
 
 
-def test_expired_and_tampered_tokens_are_not_remembered(config: Config) -> None:
+def test_expired_and_tampered_tokens_are_remembered_as_refused(config: Config) -> None:
     tokens = Counting(config)
     old = issue(tokens, now=time.time() - 3600)
     for _ in range(2):
-        with pytest.raises(InvalidToken):
+        with pytest.raises(InvalidToken) as expired:
             verified_claims(tokens, old)
+        assert expired.value.reason == "expired"
     good = issue(tokens)
     tampered = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
     for _ in range(2):
-        with pytest.raises(InvalidToken):
+        with pytest.raises(InvalidToken) as forged:
             verified_claims(tokens, tampered)
-    assert tokens.calls == 4
+        assert forged.value.reason == "signature"
+    assert tokens.calls == 2  # each refused once; the second sight is a lookup
 
 
 def test_another_signing_key_does_not_see_the_memo(config: Config) -> None:

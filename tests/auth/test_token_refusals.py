@@ -25,10 +25,10 @@ from service.auth.tokens import (
     LEEWAY_SECONDS,
     MAX_TOKEN_CHARS,
     AccessClaims,
-    InvalidToken,
     TokenService,
 )
 from service.config import Config
+from service.errors import InvalidToken
 from service.keys import DB_POOL, METRICS
 from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, JsonFormatter, RefusalSampler
 from service.metrics import PREFIX
