@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from redis.asyncio.cluster import RedisCluster
 
     from service.auth.activity import ActivityRecorder
+    from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
     from service.auth.oauth.cimd import MetadataClients
     from service.auth.tokens import TokenService
@@ -32,6 +33,8 @@ DB_READ_POOL: web.AppKey[asyncpg.Pool] = web.AppKey("db_read_pool")
 REDIS: web.AppKey[aioredis.Redis | RedisCluster | None] = web.AppKey("redis")
 CATALOG: web.AppKey[Catalog] = web.AppKey("catalog")
 TOKENS: web.AppKey[TokenService] = web.AppKey("tokens")
+# The authorization step's reads of approval states (service/auth/authorization.py).
+APPROVAL_READS: web.AppKey[ApprovalReads] = web.AppKey("approval_reads")
 CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")
 ADMISSION: web.AppKey[Admission] = web.AppKey("admission")
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics")

@@ -101,24 +101,66 @@ class DependencyTimer(Protocol):
     def db_call(self, operation: str, seconds: float, error: bool) -> None: ...
 
 
-def approval_reader(pool: asyncpg.Pool, metrics: DependencyTimer, timeout: float) -> ApprovalRead:
-    """Reads approval states from `pool` (the primary's, never a replica's: a revocation
-    holds at once) within `timeout` seconds, timed as the `auth` dependency call."""
+class ApprovalReads:
+    """Reads approval states from the primary's pool (never a replica's: a revocation holds
+    at once) within `timeout` seconds, timed as the `auth` dependency call.
 
-    async def read(approval_id: uuid.UUID) -> Mapping[str, Any] | None:
+    Concurrent requests of one approval share reads: while a read of an approval is in
+    flight, every request of that approval that arrives waits for the NEXT read, which
+    starts after the current one ends and answers all of them. Each answer therefore comes
+    from a read that began after its request arrived (a revocation committed before a
+    request is seen by it), and an approval flooding one replica costs one read at a time
+    instead of one a request."""
+
+    def __init__(
+        self, pool: Callable[[], asyncpg.Pool], timer: DependencyTimer, timeout: float
+    ) -> None:
+        self._pool = pool
+        self._timer = timer
+        self._timeout = timeout
+        self._next: dict[uuid.UUID, asyncio.Future[Mapping[str, Any] | None]] = {}
+        self._reading: set[uuid.UUID] = set()
+
+    async def read(self, approval_id: uuid.UUID) -> Mapping[str, Any] | None:
+        waiting = self._next.get(approval_id)
+        if waiting is None:
+            waiting = self._next[approval_id] = asyncio.get_running_loop().create_future()
+            waiting.add_done_callback(_retrieve)
+            if approval_id not in self._reading:
+                self._reading.add(approval_id)
+                asyncio.get_running_loop().create_task(self._read_while_waited(approval_id))
+        # shield: a request that goes away (a client that disconnects) leaves the read to
+        # the others waiting for it.
+        return await asyncio.shield(waiting)
+
+    async def _read_while_waited(self, approval_id: uuid.UUID) -> None:
+        try:
+            while (waiting := self._next.pop(approval_id, None)) is not None:
+                try:
+                    waiting.set_result(await self._read_once(approval_id))
+                except Exception as err:
+                    waiting.set_exception(err)
+        finally:
+            self._reading.discard(approval_id)
+
+    async def _read_once(self, approval_id: uuid.UUID) -> Mapping[str, Any] | None:
         started = time.perf_counter()
         failed = True
         try:
-            async with asyncio.timeout(timeout):
-                row = await read_approval_state(pool, approval_id)
+            async with asyncio.timeout(self._timeout):
+                row = await read_approval_state(self._pool(), approval_id)
             failed = False
             return row
         except STORE_FAILED as err:
             raise Unavailable(UNAVAILABLE_MESSAGE, retry_after_seconds=1) from err
         finally:
-            metrics.db_call("auth", time.perf_counter() - started, failed)
+            self._timer.db_call("auth", time.perf_counter() - started, failed)
 
-    return read
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a shared read's failure as seen (its waiters may all have gone away)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _refused(description: str, reason: str) -> InvalidToken:

@@ -17,10 +17,10 @@ from aiohttp import hdrs, web
 
 from service import headers as h
 from service.auth.activity import record_call
-from service.auth.authorization import ApprovalRead, Authorization, approval_reader
+from service.auth.authorization import Authorization
 from service.auth.bearer import verify
 from service.errors import AuthError, ProtocolError
-from service.keys import CALLER, CONFIG, DB_POOL, METRICS, REQUEST_ID
+from service.keys import APPROVAL_READS, CALLER, CONFIG, METRICS, REQUEST_ID
 from service.mcp import answers, guards
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
@@ -134,15 +134,10 @@ def _call(request: web.Request, rid: str, incoming: Incoming) -> Call | Answer:
         request.app,
         rid,
         incoming,
-        Authorization(caller, _approval_reader(request.app)),
+        Authorization(caller, request.app[APPROVAL_READS].read),
         session_id=request.headers.get(h.SESSION_ID),
         header_version=request.headers.get(h.PROTOCOL_VERSION),
     )
-
-
-def _approval_reader(app: web.Application) -> ApprovalRead:
-    timeout = min(10.0, app[CONFIG].limits.request_deadline_seconds)
-    return approval_reader(app[DB_POOL], app[METRICS], timeout)
 
 
 _DELETE = Incoming(None, "DELETE", False, None, None, None)

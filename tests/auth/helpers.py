@@ -21,12 +21,12 @@ from aiohttp.test_utils import TestClient
 from cryptography.hazmat.primitives import serialization
 
 from service.auth import setup_auth
-from service.auth.authorization import Authorization, approval_reader
+from service.auth.authorization import Authorization
 from service.auth.bearer import auth_reason, challenge, verify
 from service.auth.tokens import TokenService
 from service.config import Config
 from service.errors import AuthError, Unavailable
-from service.keys import CONFIG, DB_POOL, METRICS
+from service.keys import APPROVAL_READS, CONFIG, DB_POOL, METRICS
 from service.metrics import Metrics
 from tests.support.approvals import Member
 
@@ -63,9 +63,7 @@ class AuthApp:
 async def probe(request: web.Request) -> web.Response:
     """Stands in for /mcp: answers the caller, or the error the transport would answer."""
     try:
-        caller = await Authorization(
-            verify(request), approval_reader(request.app[DB_POOL], request.app[METRICS], 10.0)
-        ).confirm()
+        caller = await Authorization(verify(request), request.app[APPROVAL_READS].read).confirm()
     except AuthError as err:
         request.app[METRICS].auth_failed(auth_reason(err))  # as service/mcp/answers.py does
         headers = {"WWW-Authenticate": challenge(err, request.app[CONFIG])}

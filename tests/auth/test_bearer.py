@@ -158,12 +158,15 @@ def test_challenge_header(err: AuthError, expected: str, config: Config) -> None
 
 
 def test_setup_auth_mounts_the_token_service_and_routes(config: Config) -> None:
-    # The metadata routes and token service are mounted by setup_auth alone.
+    # The metadata routes and token service are mounted by setup_auth alone (after the
+    # metrics, which every resource may record into: service/app.py).
     app = web.Application()
     from service.auth import setup_auth
-    from service.keys import CONFIG, TOKENS
+    from service.keys import CONFIG, METRICS, TOKENS
+    from service.metrics import Metrics
 
     app[CONFIG] = config
+    app[METRICS] = Metrics(config)
     setup_auth(app)
     assert isinstance(app[TOKENS], TokenService)
     paths = {r.resource.canonical for r in app.router.routes() if r.resource is not None}

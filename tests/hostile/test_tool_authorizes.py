@@ -22,9 +22,9 @@ import msgspec
 import pytest
 
 from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
-from service.auth.authorization import Authorization, approval_reader
+from service.auth.authorization import Authorization
 from service.auth.caller import Caller
-from service.keys import CURSORS, DB_POOL, METRICS, TOKENS
+from service.keys import APPROVAL_READS, CURSORS, DB_POOL, METRICS, TOKENS
 from service.tools.base import ToolContext
 from service.tools.executions import TOOLS as EXECUTION_TOOLS
 from tests.hostile.conftest import Hostile
@@ -233,7 +233,7 @@ async def test_revoked_mid_session_is_401_for_the_authorizing_tools(hostile: Hos
 
 async def _page(h: Hostile, caller: Caller, now: datetime, **arguments: Any) -> dict[str, Any]:
     tool = next(t for t in EXECUTION_TOOLS if t.name == "get_many_executions")
-    authorization = Authorization(caller, approval_reader(h.app[DB_POOL], h.app[METRICS], 10.0))
+    authorization = Authorization(caller, h.app[APPROVAL_READS].read)
     authorization.require(tool.name, tool.scope)
     ctx = ToolContext(
         pool=h.app[DB_POOL],
@@ -262,9 +262,7 @@ async def test_one_statement_first_pages_equal_the_two_statement_ones(hostile: H
         client_id=a.approval.client_id,
         scopes=frozenset({"n8n:read", "workspaces:read"}),
     )
-    confirmed = await Authorization(
-        pending, approval_reader(hostile.app[DB_POOL], hostile.app[METRICS], 10.0)
-    ).confirm()
+    confirmed = await Authorization(pending, hostile.app[APPROVAL_READS].read).confirm()
     workspace = a.workspaces[0]
     pool = hostile.app[DB_POOL]
     instance = await pool.fetchval("SELECT id FROM instances WHERE workspace_id = $1", workspace)
