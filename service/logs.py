@@ -31,9 +31,9 @@ from typing import Any
 
 from aiohttp import web
 
+from service import headers as h
 from service.keys import CALLER, METRICS, REQUEST_ID
 
-REQUEST_ID_HEADER = "X-Request-Id"
 ACCESS = logging.getLogger("elova.access")
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def current_request_id() -> str | None:
 
 
 def _request_id_for(request: web.Request) -> str:
-    incoming = request.headers.get(REQUEST_ID_HEADER, "")
+    incoming = request.headers.get(h.REQUEST_ID, "")
     return incoming if _INCOMING_ID.match(incoming) else uuid.uuid4().hex
 
 
@@ -179,7 +179,7 @@ async def request_log_middleware(request: web.Request, handler: Handler) -> web.
         return response
     except web.HTTPException as exc:
         status = exc.status
-        exc.headers[REQUEST_ID_HEADER] = request_id
+        exc.headers[h.REQUEST_ID] = request_id
         raise
     except asyncio.CancelledError:
         status = 499  # the client went away; nobody reads an answer
@@ -314,7 +314,7 @@ async def _stamp_request_id(request: web.Request, response: web.StreamResponse) 
     # middleware sees them.
     request_id = request.get(REQUEST_ID)
     if request_id is not None:
-        response.headers[REQUEST_ID_HEADER] = request_id
+        response.headers[h.REQUEST_ID] = request_id
 
 
 async def _flush_refusals(app: web.Application) -> None:

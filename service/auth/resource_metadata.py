@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.auth.bearer import METADATA_PATH
 from service.auth.caller import ALL_SCOPES
@@ -17,8 +17,8 @@ from service.keys import CONFIG, TOKENS
 
 RESOURCE_NAME = "Elova"
 _PUBLIC_HEADERS = {
-    "Cache-Control": "public, max-age=300",
-    "Access-Control-Allow-Origin": "*",
+    hdrs.CACHE_CONTROL: "public, max-age=300",
+    hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: "*",
 }
 
 

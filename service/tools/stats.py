@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from service.auth.caller import N8N_READ
 from service.rules.shaping import amount_fits, format_local, resolve_zone
 from service.store.reads.stats import Sums, rollup_counts
 from service.tools.base import (
@@ -28,8 +29,6 @@ from service.tools.base import (
 from service.tools.cost import Cost, CostCoverage, cost_of
 from service.tools.coverage import Coverage
 from service.tools.execution_scope import read_scope
-
-N8N_READ = "n8n:read"
 
 
 class StatsParams(Params):

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.logs import ACCESS, REQUEST_ID_HEADER, JsonFormatter, redact, redact_text
+from service.headers import REQUEST_ID as REQUEST_ID_HEADER
+from service.logs import ACCESS, JsonFormatter, redact, redact_text
 from tests.ops.conftest import StartApp
 from tests.ops.serve_process import ServeProcess
 

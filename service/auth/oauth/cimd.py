@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.auth.oauth.cimd_fetch import fetch_document, new_session
 from service.auth.oauth.clients import (
@@ -124,7 +124,7 @@ def validate_document(url: str, body: bytes) -> Accepted:
 
 def cache_seconds(headers: Mapping[str, str], ceiling: float) -> float:
     """How long a fetched document may be reused: its max-age, within the ceiling."""
-    control = headers.get("Cache-Control", "")
+    control = headers.get(hdrs.CACHE_CONTROL, "")
     lowered = control.lower()
     if "no-store" in lowered or "no-cache" in lowered:
         return 0.0

@@ -32,7 +32,7 @@ from service.errors import FetchRefused, OAuthError
 def _invalid(description: str, *, basic: bool = False) -> OAuthError:
     err = OAuthError("invalid_client", description, status=401)
     if basic:
-        err.headers["WWW-Authenticate"] = 'Basic realm="elova"'
+        err.headers[hdrs.WWW_AUTHENTICATE] = 'Basic realm="elova"'
     return err
 
 

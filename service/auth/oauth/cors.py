@@ -14,12 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
+
+from service import headers as h
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-ALLOW_ORIGIN = {"Access-Control-Allow-Origin": "*"}
-ALLOWED_HEADERS = "Authorization, Content-Type, MCP-Protocol-Version, Accept"
+ALLOW_ORIGIN: dict[str, str] = {hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: "*"}
+ALLOWED_HEADERS = ", ".join(
+    (hdrs.AUTHORIZATION, hdrs.CONTENT_TYPE, h.PROTOCOL_VERSION, hdrs.ACCEPT)
+)
 PREFLIGHT_MAX_AGE = "86400"
 # A requested header list is echoed only when it is a plain list of header names.
 _HEADER_LIST = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*")
@@ -38,15 +42,15 @@ def with_cors(handler: Handler) -> Handler:
 
 def preflight(methods: str) -> Handler:
     async def options(request: web.Request) -> web.StreamResponse:
-        asked = request.headers.get("Access-Control-Request-Headers", "").strip()
+        asked = request.headers.get(hdrs.ACCESS_CONTROL_REQUEST_HEADERS, "").strip()
         headers = asked if asked and _HEADER_LIST.fullmatch(asked) else ALLOWED_HEADERS
         return web.Response(
             status=204,
             headers={
                 **ALLOW_ORIGIN,
-                "Access-Control-Allow-Methods": methods,
-                "Access-Control-Allow-Headers": headers,
-                "Access-Control-Max-Age": PREFLIGHT_MAX_AGE,
+                hdrs.ACCESS_CONTROL_ALLOW_METHODS: methods,
+                hdrs.ACCESS_CONTROL_ALLOW_HEADERS: headers,
+                hdrs.ACCESS_CONTROL_MAX_AGE: PREFLIGHT_MAX_AGE,
             },
         )
 

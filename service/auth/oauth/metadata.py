@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.auth.caller import ALL_SCOPES
 from service.config import Config
@@ -29,7 +29,7 @@ JWKS_PATH = "/.well-known/jwks.json"
 SIGNIN_PATH = "/signin"
 SIGNOUT_PATH = "/signout"
 APPROVALS_PATH = "/approvals"
-_PUBLIC_HEADERS = {"Cache-Control": "public, max-age=300", "Access-Control-Allow-Origin": "*"}
+_PUBLIC_HEADERS = {hdrs.CACHE_CONTROL: "public, max-age=300", hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: "*"}
 
 
 def authorization_server_metadata(cfg: Config) -> dict[str, Any]:

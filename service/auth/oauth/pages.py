@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 import aiohttp_jinja2
-from aiohttp import web
+from aiohttp import hdrs, web
 from multidict import MultiDictProxy
 
 from service.keys import OAUTH_STYLESHEET
@@ -37,7 +37,7 @@ def security_headers(form_targets: Iterable[str] = ()) -> dict[str, str]:
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
-        "Cache-Control": "no-store",
+        hdrs.CACHE_CONTROL: "no-store",
         "Pragma": "no-cache",
     }
 
@@ -84,7 +84,10 @@ async def stylesheet(request: web.Request) -> web.Response:
     return web.Response(
         body=request.app[OAUTH_STYLESHEET],
         content_type="text/css",
-        headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
+        headers={
+            hdrs.CACHE_CONTROL: "public, max-age=3600",
+            hdrs.X_CONTENT_TYPE_OPTIONS: "nosniff",
+        },
     )
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from aiohttp import web
+from aiohttp import hdrs, web
 from multidict import MultiDictProxy, MultiMapping
 
 from service.errors import OAuthError
 
-NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+NO_STORE = {hdrs.CACHE_CONTROL: "no-store", hdrs.PRAGMA: "no-cache"}
 FORM = "application/x-www-form-urlencoded"
 
 

@@ -15,7 +15,7 @@ import functools
 import secrets
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.auth.oauth import signin_sessions, throttle
 from service.auth.oauth.clients import load_client
@@ -128,7 +128,7 @@ async def signin(request: web.Request) -> web.Response:
             error=f"Too many failed sign-ins. Try again in {minutes} minute"
             f"{'s' if minutes != 1 else ''}.",
         )  # fmt: skip
-        response.headers["Retry-After"] = str(wait)
+        response.headers[hdrs.RETRY_AFTER] = str(wait)
         return response
     row = await pool.fetchrow(
         "SELECT id, password_hash FROM accounts WHERE lower(email) = lower($1)", email
