@@ -78,7 +78,7 @@ class ConnectionGate:
     def admit(self, conn: Connection) -> bool:
         """Count `conn` in (idle until it sends), making room by closing an idle one."""
         if len(self._open) >= self.settings.max_connections and not self._evict_idle():
-            self._cut("refused")
+            self.cut("refused")
             return False
         self._open.add(conn)
         self._idle[conn] = None
@@ -105,10 +105,11 @@ class ConnectionGate:
             return False
         self.closed(oldest)  # counted out now; its transport closes asynchronously
         oldest.force_close()
-        self._cut("idle_evicted")
+        self.cut("idle_evicted")
         return True
 
-    def _cut(self, reason: str) -> None:
+    def cut(self, reason: str) -> None:
+        """Count one connection closed or refused by a guard."""
         if self._metrics is not None:
             self._metrics.connection_cut(reason)
 
@@ -143,6 +144,8 @@ class Connection(web.RequestHandler):
             super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         if data and not self._serving and self._head_timer is None:
             self._gate.busy(self)
             self._head_timer = asyncio.get_running_loop().call_later(
@@ -170,7 +173,7 @@ class Connection(web.RequestHandler):
         self._head_timer = None
         if self._serving or self.transport is None:
             return
-        self._gate._cut("header_timeout")
+        self._gate.cut("header_timeout")
         self.transport.write(HEAD_TIMEOUT_ANSWER)
         self.force_close()
 
