@@ -4,9 +4,10 @@ Two signals say "overloaded" (docs/decisions/floods.md):
 
 - event-loop lag: a probe sleeps `PROBE_SECONDS` and measures how late it wakes. Samples are
   clipped at twice the threshold and smoothed, so one long pause (a GC, a big answer) does
-  not start shedding but a loop that stays late does, within about three probes. Shedding
-  stops once the smoothed lag falls under half the threshold: the gap between the two
-  values (hysteresis) keeps it from flapping around one number.
+  not start shedding but a loop that stays late does (on the second probe late by twice
+  the threshold, a few more when just over it). Shedding stops once the smoothed lag falls
+  under half the threshold: the gap between the two values (hysteresis) keeps it from
+  flapping around one number.
 - requests in flight on the shed routes at `max_inflight` (by default twice the PostgreSQL
   pool): one more would only wait for a connection, and make the admitted ones later.
 
