@@ -11,16 +11,18 @@ Two signals say "overloaded" (docs/decisions/floods.md):
 - requests in flight on the shed routes at `max_inflight` (by default twice the PostgreSQL
   pool): one more would only wait for a connection, and make the admitted ones later.
 
-A shed request gets a 503 with `Retry-After` from precomputed bytes, before the bearer
-check, Redis or PostgreSQL. Only /mcp and the OAuth JSON endpoints are shed: /livez and
-/readyz never are (and /metrics has its own listener), so readiness does not flap with the
-load; pages for people are not, as a bare JSON refusal would help nobody there.
+A shed request gets a 503 with `Retry-After` from precomputed bytes, before the request
+log, the bearer check, Redis or PostgreSQL: it is counted, not logged line by line. Only
+/mcp and the OAuth JSON endpoints are shed: /livez and /readyz never are (and /metrics has
+its own listener), so readiness does not flap with the load; pages for people are not, as
+a bare JSON refusal would help nobody there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -54,6 +56,7 @@ REFUSALS: dict[str, bytes] = {
     REGISTER_PATH: _OAUTH_REFUSAL,
     REVOKE_PATH: _OAUTH_REFUSAL,
 }
+REQUEST_ID_HEADER = "X-Request-Id"
 _HEADERS = {"Retry-After": str(RETRY_AFTER_SECONDS), "Content-Type": "application/json"}
 
 
@@ -99,15 +102,27 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def shed_overload(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Refuse a request on a shed route while overloaded; count the admitted ones."""
+    """Outermost: refuse a request on a shed route while overloaded. A refusal is counted
+    (`shed_requests_total`) but gets no access line: in a flood, one JSON line a refusal
+    would cost more than the refusal itself."""
     body = REFUSALS.get(request.path)
     if body is None:
         return await handler(request)
+    reason = request.app[OVERLOAD].refusal()
+    if reason is None:
+        return await handler(request)
+    request.app[METRICS].request_shed(reason)
+    headers = {**_HEADERS, REQUEST_ID_HEADER: uuid.uuid4().hex}
+    return web.Response(body=body, status=503, headers=headers)
+
+
+@web.middleware
+async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count the admitted requests of the shed routes, once their body is in (so a slow
+    upload is not counted, docs/decisions/floods.md)."""
+    if request.path not in REFUSALS:
+        return await handler(request)
     overload = request.app[OVERLOAD]
-    reason = overload.refusal()
-    if reason is not None:
-        request.app[METRICS].request_shed(reason)
-        return web.Response(body=body, status=503, headers=_HEADERS)
     overload.inflight += 1
     try:
         return await handler(request)
@@ -140,7 +155,10 @@ async def _probe(overload: Overload, app: web.Application) -> None:
 
 
 def setup_shedding(app: web.Application) -> None:
-    """The overload state, its probe, and the middleware (before auth and the database)."""
+    """The overload state, its probe, the refusal (the outermost middleware: before the
+    request log, auth and the database) and the in-flight count (after the body deadline,
+    which `connections.setup_reading` registered before this)."""
     app[OVERLOAD] = Overload.from_settings(app[CONFIG].shedding)
     app.cleanup_ctx.append(probe_ctx)
-    app.middlewares.append(shed_overload)
+    app.middlewares.insert(0, shed_overload)
+    app.middlewares.append(count_in_flight)
