@@ -15,7 +15,7 @@ def wall_clock() -> datetime:
 
 
 def create_app(cfg: Config) -> web.Application:
-    from service import health, metrics
+    from service import connections, health, metrics, shedding
     from service.auth import setup_auth
     from service.limits import setup_limits
     from service.logs import setup_request_log
@@ -28,6 +28,8 @@ def create_app(cfg: Config) -> web.Application:
     app[CLOCK] = wall_clock
     metrics.setup_metrics(app)  # first: every later resource may record into it
     setup_request_log(app)  # request ids and the access line, outermost middleware
+    connections.setup_reading(app)  # the body deadline, before anything reads a body
+    shedding.setup_shedding(app)  # overloaded: 503 at once, before auth and the database
     app.cleanup_ctx.append(pool_ctx)
     setup_limits(app)  # Redis connection and the admission limiter
     setup_auth(app)  # token service, resource metadata, OAuth endpoints

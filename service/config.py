@@ -39,6 +39,31 @@ class Limits:
     breaker_cooldown_seconds: float = 1.0
 
 
+# Overload and slow clients (docs/decisions/floods.md) ------------------------------------
+
+
+@dataclass(frozen=True)
+class Shedding:
+    """When this replica refuses new requests at once (503 + Retry-After, service/shedding.py):
+    event-loop lag at `loop_lag_seconds` (0: never for lag), or `max_inflight` requests already
+    in flight on the shed routes (by default twice the PostgreSQL pool)."""
+
+    loop_lag_seconds: float = 0.05
+    max_inflight: int = 20
+
+
+@dataclass(frozen=True)
+class Connections:
+    """The main listener's guards against slow and idle clients (service/connections.py)."""
+
+    max_connections: int = 1000
+    header_timeout_seconds: float = 10.0  # first byte of a request head → the whole head
+    body_timeout_seconds: float = 10.0  # the whole head → the whole body
+    # An idle keep-alive connection is closed after this long; longer than the idle timeout
+    # of the load balancer in front, so the balancer, not the service, ends idle connections.
+    keepalive_timeout_seconds: float = 75.0
+
+
 # Redis engines (issue 12) ---------------------------------------------------------------
 
 REDIS_MODES = ("standalone", "cluster", "sentinel")
@@ -151,6 +176,8 @@ class Config:
     database_pooler_settings: str = "per_transaction"
     database_read_url: str | None = None
     redis_engine: RedisEngine = field(default_factory=RedisEngine)
+    shedding: Shedding = field(default_factory=Shedding)
+    connections: Connections = field(default_factory=Connections)
 
     @property
     def mcp_resource(self) -> str:
@@ -220,6 +247,19 @@ class Config:
             ),
             database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
             redis_engine=_redis_engine(env),
+            shedding=_shedding(env),
+            connections=Connections(
+                max_connections=_parse(env, "ELOVA_MAX_CONNECTIONS", _positive_int, 1000),
+                header_timeout_seconds=_parse(
+                    env, "ELOVA_HEADER_TIMEOUT_SECONDS", _positive_float, 10.0
+                ),
+                body_timeout_seconds=_parse(
+                    env, "ELOVA_BODY_TIMEOUT_SECONDS", _positive_float, 10.0
+                ),
+                keepalive_timeout_seconds=_parse(
+                    env, "ELOVA_KEEPALIVE_TIMEOUT_SECONDS", _positive_float, 75.0
+                ),
+            ),
         )
 
 
@@ -247,6 +287,20 @@ def _pool_max(env: Mapping[str, str]) -> int:
             "lower the minimum or raise the maximum"
         )
     return high
+
+
+def _shedding(env: Mapping[str, str]) -> Shedding:
+    """ELOVA_SHED_LOOP_LAG_MS (0: off) and ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
+    lag_ms = _parse(env, "ELOVA_SHED_LOOP_LAG_MS", _lag_millis, 50)
+    inflight = _parse(env, "ELOVA_SHED_MAX_INFLIGHT", _positive_int, 2 * _pool_max(env))
+    return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight)
+
+
+def _lag_millis(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 10_000:
+        raise ValueError(f"expected milliseconds from 0 (off) to 10000, got {raw!r}")
+    return value
 
 
 def _str(env: Mapping[str, str], name: str, default: str) -> str:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from service.mcp.catalog import Catalog
     from service.mcp.sessions import SessionStore
     from service.metrics import Metrics
+    from service.shedding import Overload
     from service.tools.cursors import CursorCodec
 
 CONFIG: web.AppKey[Config] = web.AppKey("config")
@@ -39,6 +40,8 @@ CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")
 ADMISSION: web.AppKey[Admission] = web.AppKey("admission")
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
 SESSIONS: web.AppKey[SessionStore] = web.AppKey("sessions")
+# Whether this replica is overloaded (event-loop lag, requests in flight): load shedding.
+OVERLOAD: web.AppKey[Overload] = web.AppKey("overload")
 # The instant a tool call reads as "now" (asOf, period windows). Production: the wall clock;
 # tests set it to pin a day (a DST change, a month boundary) end to end over the wire.
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")

@@ -15,6 +15,7 @@ import time
 
 from aiohttp import web
 
+from service import connections
 from service.config import Config
 from service.health import begin_drain
 
@@ -55,7 +56,7 @@ async def serve(app: web.Application, cfg: Config, *, drain_seconds: float | Non
         shutdown_timeout=shutdown_timeout(cfg),
     )
     await runner.setup()
-    site = web.TCPSite(runner, cfg.host, cfg.port)
+    site = connections.listener_site(runner, cfg)  # connection cap, slow-client deadlines
     await site.start()
     log.info("listening", extra={"host": cfg.host, "port": cfg.port})
     loop = asyncio.get_running_loop()

@@ -86,6 +86,8 @@ AUTH_REASONS = (
     "other",
 )
 GRANTS = ("authorization_code", "refresh_token", "operator")
+SHED_REASONS = ("loop_lag", "inflight")
+CONNECTION_CUTS = ("header_timeout", "body_timeout", "idle_evicted", "refused")
 DB_OPERATIONS = frozenset(
     TOOLS | {"auth", "oauth", "approvals", "sessions", "health", "load", "other"}
 )
@@ -232,6 +234,25 @@ class Metrics:
             "How late the event loop runs a timer: CPU saturation of this process.",
             LOOP_LAG_BUCKETS,
         )
+        self.shed = counter(
+            "shed_requests_total",
+            "Requests refused at once with 503 because this replica is overloaded, by signal.",
+            ("reason",),
+        )
+        self.shedding = gauge(
+            "shedding", "1 while event-loop lag makes this replica refuse new requests."
+        )
+        self.open_connections = gauge(
+            "open_connections", "Client connections open on the main listener."
+        )
+        self.max_connections = gauge(
+            "max_connections", "Configured cap on open connections of the main listener."
+        )
+        self.connection_cuts = counter(
+            "connection_cuts_total",
+            "Connections closed or refused by the slow and idle client guards, by reason.",
+            ("reason",),
+        )
         Info(f"{PREFIX}_build", "Version of the running service.", registry=reg).info(
             {"version": _version(), "python_version": platform.python_version()}
         )
@@ -249,6 +270,10 @@ class Metrics:
             self.refusals.labels(limit)
         for reason in AUTH_REASONS:
             self.auth_failures.labels(reason)
+        for reason in SHED_REASONS:
+            self.shed.labels(reason)
+        for reason in CONNECTION_CUTS:
+            self.connection_cuts.labels(reason)
         for grant in GRANTS:
             self.tokens.labels(grant)
         for tool in sorted(TOOLS):
@@ -269,6 +294,7 @@ class Metrics:
             self.rate_limit.labels("account_daily").set(limits.account_per_day / 86400)
         self.deadline.set(limits.request_deadline_seconds)
         self.max_response.set(limits.max_response_bytes)
+        self.max_connections.set(cfg.connections.max_connections)
 
     def set_routes(self, routes: Iterable[str]) -> None:
         """The route templates the app serves: the only values the `route` label takes."""
@@ -350,6 +376,20 @@ class Metrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    def request_shed(self, reason: str) -> None:
+        """A 503 from load shedding: reason is loop_lag | inflight."""
+        self._child(self.shed, bounded(reason, SHED_REASONS)).inc()
+
+    def set_shedding(self, shedding: bool) -> None:
+        self.shedding.set(1 if shedding else 0)
+
+    def set_open_connections(self, count: int) -> None:
+        self.open_connections.set(count)
+
+    def connection_cut(self, reason: str) -> None:
+        """reason: header_timeout | body_timeout | idle_evicted | refused."""
+        self._child(self.connection_cuts, bounded(reason, CONNECTION_CUTS)).inc()
 
     def set_draining(self, draining: bool) -> None:
         self.draining.set(1 if draining else 0)

@@ -60,6 +60,10 @@ def make_config(
             # event loop must not turn a Redis reply into a spurious 429 (tests of the
             # timeout itself set their own).
             "ELOVA_REDIS_TIMEOUT_MS": "1000",
+            # Nor must a loop made late by the neighbours, or a test's burst of concurrent
+            # calls, turn answers into load-shedding 503s (tests of shedding set their own).
+            "ELOVA_SHED_LOOP_LAG_MS": "0",
+            "ELOVA_SHED_MAX_INFLIGHT": "10000",
         }
         for key, value in overrides.items():
             name = key if key.startswith("ELOVA_") else f"ELOVA_{key}"

@@ -32,6 +32,10 @@ RAISED_LIMITS = {
     "ELOVA_LIMIT_GLOBAL_CONCURRENCY": BIG,
     "ELOVA_LIMIT_ACCOUNT_CONCURRENCY": BIG,
     "ELOVA_LIMIT_APPROVAL_PER_MINUTE": BIG,
+    # Throughput runs drive a replica to saturation on purpose: load shedding would refuse
+    # part of that load. A run measuring shedding (4x overload) leaves these two out.
+    "ELOVA_SHED_LOOP_LAG_MS": "0",
+    "ELOVA_SHED_MAX_INFLIGHT": BIG,
 }
 
 

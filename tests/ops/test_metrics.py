@@ -106,17 +106,27 @@ def test_every_label_value_is_from_a_fixed_set() -> None:
         "outcome": m.OUTCOMES | {"other"},
         "error_code": m.TOOL_ERROR_CODES | {"other", "none"},
         "limit": set(m.LIMITS) | {"other"},
-        "reason": set(m.AUTH_REASONS),
         "grant": set(m.GRANTS) | {"other"},
         "state": {"idle", "in_use"},
+    }
+    reasons = {  # `reason` means something else on each family that has it
+        "elova_mcp_auth_failures": set(m.AUTH_REASONS),
+        "elova_mcp_shed_requests": set(m.SHED_REASONS),
+        "elova_mcp_connection_cuts": set(m.CONNECTION_CUTS),
     }
     metrics = m.Metrics()
     for outcome in ("ok", "tool_error:VALIDATION_ERROR", "limited", "auth_error", "x"):
         metrics.observe_rpc("tools/call", "get_many_executions", outcome, 0.3, 70000)
+    metrics.request_shed("x")
+    metrics.connection_cut("x")
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for sample in family.samples:
             for label, label_value in sample.labels.items():
-                if label in allowed:
+                if label == "reason":
+                    family_name = sample.name.removesuffix("_total").removesuffix("_created")
+                    expected = reasons[family_name] | {"other"}
+                    assert label_value in expected, (sample.name, label, label_value)
+                elif label in allowed:
                     assert label_value in allowed[label], (sample.name, label, label_value)
 
 

@@ -68,6 +68,10 @@ def server_env(
         "ELOVA_DB_POOL_MIN": "1",
         "ELOVA_DB_POOL_MAX": "4",
         "ELOVA_LOG_LEVEL": "WARNING",
+        # Tests share 2 cores: a late loop or a burst of concurrent calls must not turn
+        # answers into load-shedding 503s (tests of shedding set their own).
+        "ELOVA_SHED_LOOP_LAG_MS": "0",
+        "ELOVA_SHED_MAX_INFLIGHT": "10000",
     }
     for key, value in (env or {}).items():
         name = key if key.startswith("ELOVA_") else f"ELOVA_{key}"

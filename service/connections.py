@@ -1,0 +1,275 @@
+"""The main listener's connections: a cap per replica and bounded reads of slow clients.
+
+A slow or idle client must not hold what good calls need (docs/decisions/floods.md):
+
+- at most `max_connections` are open. At the cap a new connection closes the longest-idle
+  keep-alive connection to make room; only when none is idle is it refused with a
+  precomputed 503 (`Retry-After`, `Connection: close`), so idle connections never lock out
+  good ones.
+- a request head must arrive within `header_timeout_seconds` of its first byte, or the
+  connection gets a 408 and is closed (`Connection`, a `web.RequestHandler`).
+- a body must arrive within `body_timeout_seconds` of its head (`bounded_reading`), or the
+  request gets a 408 and the connection is closed. A declared body that fits the read buffer
+  is awaited before the rest of the middlewares run, so a slow upload is never counted as a
+  request in flight for load shedding; nothing reaches the bearer check, a limiter slot or
+  PostgreSQL before its head and such a body are in.
+- an idle keep-alive connection is closed after `keepalive_timeout_seconds` (aiohttp's own
+  keep-alive timer, which also runs from the moment a connection opens).
+
+`listener_site` makes the site `serve` listens on; `setup_reading` registers the middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from aiohttp import StreamReader, web
+from yarl import URL
+
+from service.config import Config, Connections
+from service.keys import CONFIG, METRICS
+from service.metrics import Metrics
+
+# A declared body up to this size is awaited whole before the handler runs: it fits in
+# aiohttp's read buffer (64 KiB, paused past twice that), so waiting never stalls the read.
+AWAITED_BODY_BYTES = 64 * 1024
+
+_REFUSED_AT_CAP = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Service Unavailable: this replica has too many open connections;'
+    b' retry shortly"}}'
+)
+AT_CAP_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"Retry-After: 1\r\n"
+    b"Connection: close\r\n"
+    b"Content-Type: application/json\r\n"
+    b"Content-Length: " + str(len(_REFUSED_AT_CAP)).encode() + b"\r\n\r\n" + _REFUSED_AT_CAP
+)
+HEAD_TIMEOUT_ANSWER = (
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+)
+_BODY_TIMEOUT = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Request Timeout: the body did not arrive in time"}}'
+)
+
+
+class BodyTimeout(TimeoutError):
+    """The request body did not arrive within the body deadline. A TimeoutError, so aiohttp's
+    lingering read of an unread body ends quietly when it meets it."""
+
+
+class ConnectionGate:
+    """The open connections of one listener: the cap, and the idle ones, longest idle first."""
+
+    def __init__(self, settings: Connections, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self._metrics = metrics
+        self._open: set[Connection] = set()
+        self._idle: dict[Connection, None] = {}  # insertion order: idle since
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def admit(self, conn: Connection) -> bool:
+        """Count `conn` in (idle until it sends), making room by closing an idle one."""
+        if len(self._open) >= self.settings.max_connections and not self._evict_idle():
+            self.cut("refused")
+            return False
+        self._open.add(conn)
+        self._idle[conn] = None
+        self._count()
+        return True
+
+    def idle(self, conn: Connection) -> None:
+        if conn in self._open:
+            self._idle.pop(conn, None)
+            self._idle[conn] = None
+
+    def busy(self, conn: Connection) -> None:
+        self._idle.pop(conn, None)
+
+    def closed(self, conn: Connection) -> None:
+        self._idle.pop(conn, None)
+        if conn in self._open:
+            self._open.discard(conn)
+            self._count()
+
+    def _evict_idle(self) -> bool:
+        oldest = next(iter(self._idle), None)
+        if oldest is None:
+            return False
+        self.closed(oldest)  # counted out now; its transport closes asynchronously
+        oldest.force_close()
+        self.cut("idle_evicted")
+        return True
+
+    def cut(self, reason: str) -> None:
+        """Count one connection closed or refused by a guard."""
+        if self._metrics is not None:
+            self._metrics.connection_cut(reason)
+
+    def _count(self) -> None:
+        if self._metrics is not None:
+            self._metrics.set_open_connections(len(self._open))
+
+
+class Connection(web.RequestHandler):
+    """aiohttp's HTTP/1 connection, counted by a gate and with a deadline on each head."""
+
+    def __init__(self, manager: web.Server, gate: ConnectionGate, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._gate = gate
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._serving = False
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not self._gate.admit(self):
+            self._refused = True
+            answer = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio class
+            answer.write(AT_CAP_ANSWER)
+            answer.close()
+            return
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._gate.closed(self)
+        self._stop_head_timer()
+        if not self._refused:
+            super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if data and not self._serving and self._head_timer is None:
+            self._gate.busy(self)
+            self._head_timer = asyncio.get_running_loop().call_later(
+                self._gate.settings.header_timeout_seconds, self._head_too_slow
+            )
+        super().data_received(data)
+
+    def request_started(self) -> None:
+        """The app is handling a request of this connection: its head is complete."""
+        self._serving = True
+        self._stop_head_timer()
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self._serving = False
+            self._stop_head_timer()
+            if self.transport is not None:
+                self._gate.idle(self)
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self._serving or self.transport is None:
+            return
+        self._gate.cut("header_timeout")
+        self.transport.write(HEAD_TIMEOUT_ANSWER)
+        self.force_close()
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+
+class ListenerSite(web.BaseSite):
+    """A TCP site whose connections are `Connection`s sharing one gate."""
+
+    __slots__ = ("_host", "_port", "_gate")
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, gate: ConnectionGate) -> None:
+        super().__init__(runner)
+        self._host, self._port, self._gate = host, port, gate
+
+    @property
+    def name(self) -> str:
+        return str(URL.build(scheme="http", host=self._host, port=self._port))
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        loop = asyncio.get_running_loop()
+        settings = self._gate.settings
+
+        def connection() -> Connection:
+            return Connection(
+                server,
+                self._gate,
+                loop=loop,
+                access_log=None,  # service.logs writes the access line
+                keepalive_timeout=settings.keepalive_timeout_seconds,
+                lingering_time=settings.body_timeout_seconds,
+            )
+
+        self._server = await loop.create_server(
+            connection, self._host, self._port, backlog=self._backlog
+        )
+
+
+def listener_site(runner: web.AppRunner, cfg: Config) -> ListenerSite:
+    """The main listener's site: the connection cap and the slow-client guards."""
+    gate = ConnectionGate(cfg.connections, runner.app.get(METRICS))
+    return ListenerSite(runner, cfg.host, cfg.port, gate)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def bounded_reading(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """End the head deadline; bound the body's arrival to the body deadline."""
+    conn = request.protocol
+    if isinstance(conn, Connection):
+        conn.request_started()
+    content = request.content
+    if not request.body_exists or content.is_eof():
+        return await handler(request)
+    seconds = request.app[CONFIG].connections.body_timeout_seconds
+    declared = request.content_length
+    if declared is not None and declared <= AWAITED_BODY_BYTES:
+        try:
+            async with asyncio.timeout(seconds):
+                await content.wait_eof()
+        except TimeoutError:
+            return _body_too_slow(request)
+        return await handler(request)
+    # Chunked or large: the handler reads, and the stream ends with BodyTimeout at the deadline.
+    timer = asyncio.get_running_loop().call_later(seconds, _end_slow_body, content)
+    try:
+        return await handler(request)
+    except BodyTimeout:
+        return _body_too_slow(request)
+    finally:
+        timer.cancel()
+
+
+def _end_slow_body(content: StreamReader) -> None:
+    if not content.is_eof():
+        content.set_exception(BodyTimeout())
+
+
+def _body_too_slow(request: web.Request) -> web.Response:
+    request.content.set_exception(BodyTimeout())  # aiohttp reads no more of it
+    request.app[METRICS].connection_cut("body_timeout")
+    response = web.Response(
+        body=_BODY_TIMEOUT, status=408, headers={"Content-Type": "application/json"}
+    )
+    response.force_close()
+    return response
+
+
+def setup_reading(app: web.Application) -> None:
+    """Register the body deadline (outside load shedding, before anything reads a body)."""
+    app.middlewares.append(bounded_reading)

@@ -1,0 +1,164 @@
+"""Load shedding: while this replica is overloaded, new requests are refused at once.
+
+Two signals say "overloaded" (docs/decisions/floods.md):
+
+- event-loop lag: a probe sleeps `PROBE_SECONDS` and measures how late it wakes. Samples are
+  clipped at twice the threshold and smoothed, so one long pause (a GC, a big answer) does
+  not start shedding but a loop that stays late does (on the second probe late by twice
+  the threshold, a few more when just over it). Shedding stops once the smoothed lag falls
+  under half the threshold: the gap between the two values (hysteresis) keeps it from
+  flapping around one number.
+- requests in flight on the shed routes at `max_inflight` (by default twice the PostgreSQL
+  pool): one more would only wait for a connection, and make the admitted ones later.
+
+A shed request gets a 503 with `Retry-After` from precomputed bytes, before the request
+log, the bearer check, Redis or PostgreSQL: it is counted, not logged line by line. Only
+/mcp and the OAuth JSON endpoints are shed: /livez and /readyz never are (and /metrics has
+its own listener), so readiness does not flap with the load; pages for people are not, as
+a bare JSON refusal would help nobody there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from service.auth.oauth.metadata import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
+from service.config import Shedding
+from service.keys import CONFIG, METRICS, OVERLOAD
+
+log = logging.getLogger(__name__)
+
+PROBE_SECONDS = 0.05
+SMOOTHING = 0.3  # weight of the newest sample in the smoothed lag
+CLIP = 2.0  # a sample counts for at most this many thresholds
+STOP_FRACTION = 0.5  # shedding stops under this fraction of the threshold
+RETRY_AFTER_SECONDS = 1
+
+MCP_PATH = "/mcp"
+_MCP_REFUSAL = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Service Unavailable: this replica is overloaded; retry shortly"}}'
+)
+_OAUTH_REFUSAL = (
+    b'{"error":"temporarily_unavailable",'
+    b'"error_description":"this replica is overloaded; retry shortly"}'
+)
+# The shed routes and the answer each gets; any other path is never shed.
+REFUSALS: dict[str, bytes] = {
+    MCP_PATH: _MCP_REFUSAL,
+    TOKEN_PATH: _OAUTH_REFUSAL,
+    REGISTER_PATH: _OAUTH_REFUSAL,
+    REVOKE_PATH: _OAUTH_REFUSAL,
+}
+REQUEST_ID_HEADER = "X-Request-Id"
+_HEADERS = {"Retry-After": str(RETRY_AFTER_SECONDS), "Content-Type": "application/json"}
+
+
+@dataclass
+class Overload:
+    """The shedding decision of one app: the smoothed loop lag and the requests in flight."""
+
+    lag_threshold: float  # seconds; 0: lag never sheds
+    max_inflight: int
+    smoothed_lag: float = 0.0
+    lagging: bool = False
+    inflight: int = 0
+
+    @classmethod
+    def from_settings(cls, settings: Shedding) -> Overload:
+        return cls(settings.loop_lag_seconds, settings.max_inflight)
+
+    def observe_lag(self, lag: float) -> bool:
+        """Take one probe's lag in seconds; True when shedding for lag started or stopped."""
+        if self.lag_threshold <= 0:
+            return False
+        sample = min(max(lag, 0.0), CLIP * self.lag_threshold)
+        self.smoothed_lag += SMOOTHING * (sample - self.smoothed_lag)
+        if not self.lagging and self.smoothed_lag >= self.lag_threshold:
+            self.lagging = True
+            return True
+        if self.lagging and self.smoothed_lag < STOP_FRACTION * self.lag_threshold:
+            self.lagging = False
+            return True
+        return False
+
+    def refusal(self) -> str | None:
+        """Why a new request is refused now (loop_lag | inflight), or None to admit it."""
+        if self.lagging:
+            return "loop_lag"
+        if self.inflight >= self.max_inflight:
+            return "inflight"
+        return None
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def shed_overload(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Outermost: refuse a request on a shed route while overloaded. A refusal is counted
+    (`shed_requests_total`) but gets no access line: in a flood, one JSON line a refusal
+    would cost more than the refusal itself."""
+    body = REFUSALS.get(request.path)
+    if body is None:
+        return await handler(request)
+    reason = request.app[OVERLOAD].refusal()
+    if reason is None:
+        return await handler(request)
+    request.app[METRICS].request_shed(reason)
+    headers = {**_HEADERS, REQUEST_ID_HEADER: uuid.uuid4().hex}
+    return web.Response(body=body, status=503, headers=headers)
+
+
+@web.middleware
+async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count the admitted requests of the shed routes, once their body is in (so a slow
+    upload is not counted, docs/decisions/floods.md)."""
+    if request.path not in REFUSALS:
+        return await handler(request)
+    overload = request.app[OVERLOAD]
+    overload.inflight += 1
+    try:
+        return await handler(request)
+    finally:
+        overload.inflight -= 1
+
+
+async def probe_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Measure the loop lag while the app runs."""
+    task = asyncio.create_task(_probe(app[OVERLOAD], app), name="elova-shedding-probe")
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+async def _probe(overload: Overload, app: web.Application) -> None:
+    loop = asyncio.get_running_loop()
+    metrics = app[METRICS]
+    while True:
+        start = loop.time()
+        await asyncio.sleep(PROBE_SECONDS)
+        if overload.observe_lag(loop.time() - start - PROBE_SECONDS):
+            metrics.set_shedding(overload.lagging)
+            extra = {"loop_lag_ms": round(overload.smoothed_lag * 1000, 1)}
+            if overload.lagging:
+                log.warning("load shedding started: the event loop lags", extra=extra)
+            else:
+                log.info("load shedding stopped", extra=extra)
+
+
+def setup_shedding(app: web.Application) -> None:
+    """The overload state, its probe, the refusal (the outermost middleware: before the
+    request log, auth and the database) and the in-flight count (after the body deadline,
+    which `connections.setup_reading` registered before this)."""
+    app[OVERLOAD] = Overload.from_settings(app[CONFIG].shedding)
+    app.cleanup_ctx.append(probe_ctx)
+    app.middlewares.insert(0, shed_overload)
+    app.middlewares.append(count_in_flight)

@@ -1,0 +1,278 @@
+"""Floods against the real server: load shedding starts and stops with loop lag and at the
+in-flight cap; slow heads and bodies are cut off; idle keep-alive is closed; the connection
+cap holds without letting idle connections lock out good calls."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import statistics
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from multidict import CIMultiDictProxy
+
+from service.keys import OVERLOAD
+from tests.ops.conftest import AppClient, StartApp, scrape, value
+from tests.ops.serve_process import ServeProcess
+
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "floods", "version": "1"},
+        },
+    }
+).encode()
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true in time"
+        await asyncio.sleep(0.01)
+
+
+async def post_mcp(client: AppClient) -> tuple[int, CIMultiDictProxy[str], bytes]:
+    async with client.post("/mcp", data=INITIALIZE, headers=MCP_HEADERS) as resp:
+        return resp.status, resp.headers, await resp.read()
+
+
+def assert_shed(status: int, headers: CIMultiDictProxy[str], body: bytes) -> None:
+    assert status == 503
+    assert headers["Retry-After"] == "1"
+    assert headers["X-Request-Id"]
+    answer = json.loads(body)
+    assert answer["id"] is None and answer["error"]["code"] == -32600
+    assert "overloaded" in answer["error"]["message"]
+
+
+async def test_shedding_starts_and_stops_with_loop_lag(start_app: StartApp) -> None:
+    client = await start_app(SHED_LOOP_LAG_MS="50")
+    overload = client.app[OVERLOAD]
+    assert (await post_mcp(client))[0] == 401  # served: the bearer check answers
+
+    stop = asyncio.Event()
+
+    async def late_loop() -> None:  # a CPU-bound neighbour: every turn of the loop is late
+        while not stop.is_set():
+            time.sleep(0.12)
+            await asyncio.sleep(0)
+
+    hog = asyncio.create_task(late_loop())
+    try:
+        await until(lambda: overload.lagging)
+        assert_shed(*await post_mcp(client))
+        async with client.get("/readyz") as ready, client.get("/livez") as live:
+            assert (ready.status, live.status) == (200, 200)  # readiness does not flap
+        metrics = await scrape(client)
+        assert value(metrics, "elova_mcp_shedding") == 1
+    finally:
+        stop.set()
+        await hog
+    await until(lambda: not overload.lagging)
+    assert (await post_mcp(client))[0] == 401
+    metrics = await scrape(client)
+    assert value(metrics, "elova_mcp_shedding") == 0
+    assert (value(metrics, "elova_mcp_shed_requests_total", reason="loop_lag") or 0) >= 1
+
+
+async def test_shedding_at_the_in_flight_cap(start_app: StartApp, connect: Connect) -> None:
+    client = await start_app(SHED_MAX_INFLIGHT="1")
+    overload = client.app[OVERLOAD]
+    # One request stays in flight: its chunked body never ends.
+    assert client.port is not None
+    _, writer = await connect(client.port)
+    writer.write(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b'Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\n'
+    )
+    await writer.drain()
+    await until(lambda: overload.inflight == 1)
+    status, headers, body = await post_mcp(client)
+    assert_shed(status, headers, body)
+    async with client.get("/readyz") as ready:
+        assert ready.status == 200
+    writer.close()
+    await until(lambda: overload.inflight == 0)
+    assert (await post_mcp(client))[0] == 401
+    metrics = await scrape(client)
+    assert value(metrics, "elova_mcp_shed_requests_total", reason="inflight") == 1
+
+
+# ---- the listener `serve` creates -------------------------------------------------------
+
+
+@pytest.fixture
+async def serve(serve_env: dict[str, str]) -> AsyncIterator[Callable[..., ServeProcess]]:
+    """Start `elova-mcp serve` with extra ELOVA_* settings; stopped at the end."""
+    started: list[ServeProcess] = []
+
+    def start(**settings: str) -> ServeProcess:
+        env = {**serve_env, **{f"ELOVA_{k}": v for k, v in settings.items()}}
+        proc = ServeProcess(env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        await proc.__aexit__(None, None, None)
+
+
+Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Callable[[int], Awaitable[Stream]]]:
+    """Open raw TCP connections to a port; every one is closed at the end."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def open_to(port: int) -> Stream:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writers.append(writer)
+        return reader, writer
+
+    yield open_to
+    for writer in writers:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+Connect = Callable[[int], Awaitable[Stream]]
+
+
+async def read_all(reader: asyncio.StreamReader, timeout: float) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    async with asyncio.timeout(timeout):
+        return await reader.read(-1)
+
+
+async def test_a_slow_head_is_cut_off(serve: Callable[..., ServeProcess], connect: Connect) -> None:
+    async with serve(HEADER_TIMEOUT_SECONDS="1") as proc:
+        reader, writer = await connect(proc.port)
+        started = time.monotonic()
+        writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = b""
+        for i in range(30):  # one header every 0.2 s: never a whole head
+            writer.write(b"X-Trickle-%d: a\r\n" % i)
+            try:
+                answer = await asyncio.wait_for(reader.read(-1), 0.2)
+                break
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                break
+        elapsed = time.monotonic() - started
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+        assert 0.9 <= elapsed < 3.0, elapsed
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_connection_cuts_total", reason="header_timeout") == 1
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Content-Length: 200\r\n\r\n",  # declared: awaited before anything else runs
+        b"Transfer-Encoding: chunked\r\n\r\na\r\n",  # chunked: the stream ends at the deadline
+    ],
+    ids=["declared", "chunked"],
+)
+async def test_a_slow_body_is_cut_off(
+    serve: Callable[..., ServeProcess], connect: Connect, head: bytes
+) -> None:
+    async with serve(BODY_TIMEOUT_SECONDS="1") as proc:
+        reader, writer = await connect(proc.port)
+        started = time.monotonic()
+        writer.write(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json\r\n" + head + b'{"jsonrpc"'
+        )
+        answer = await read_all(reader, timeout=5)
+        elapsed = time.monotonic() - started
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+        assert b'"Request Timeout: the body did not arrive in time"' in answer
+        assert 0.9 <= elapsed < 3.0, elapsed
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_connection_cuts_total", reason="body_timeout") == 1
+
+
+async def test_idle_keep_alive_is_closed(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(KEEPALIVE_TIMEOUT_SECONDS="1") as proc:
+        reader, writer = await connect(proc.port)
+        writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        started = time.monotonic()
+        rest = await read_all(reader, timeout=5)  # the body, then the server closes
+        writer.close()
+        assert rest.endswith(b'{"status": "ok"}')
+        assert 0.5 <= time.monotonic() - started < 3.0
+
+
+async def test_the_connection_cap_holds(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(MAX_CONNECTIONS="4", HEADER_TIMEOUT_SECONDS="30") as proc:
+        # Four connections in the middle of a head are busy: none of them can be closed.
+        busy = [await connect(proc.port) for _ in range(4)]
+        for _, writer in busy:
+            writer.write(b"GET /livez HTTP/1.1\r\n")
+            await writer.drain()
+        await asyncio.sleep(0.3)
+        reader, writer = await connect(proc.port)
+        refused = await read_all(reader, timeout=5)
+        writer.close()
+        assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), refused
+        assert b"\r\nRetry-After: 1\r\n" in refused and b"\r\nConnection: close\r\n" in refused
+        assert b"too many open connections" in refused
+        for _, writer in busy:
+            writer.close()
+        await asyncio.sleep(0.3)
+
+        # Idle connections make room: the longest idle is closed for a new one.
+        idle = [await connect(proc.port) for _ in range(4)]
+        await asyncio.sleep(0.3)
+        status = await asyncio.wait_for(proc.get("/livez"), 5)
+        assert status.status == 200
+        assert await read_all(idle[0][0], timeout=5) == b""  # closed, without a word
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_connection_cuts_total", reason="refused") == 1
+    assert (value(metrics, "elova_mcp_connection_cuts_total", reason="idle_evicted") or 0) >= 1
+    assert (value(metrics, "elova_mcp_open_connections") or 0) <= 4
+    assert value(metrics, "elova_mcp_max_connections") == 4
+
+
+@pytest.mark.timeout(60)
+async def test_hundreds_of_idle_connections_do_not_slow_good_calls(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async def median_livez(proc: ServeProcess) -> float:
+        times = []
+        for _ in range(40):
+            started = time.perf_counter()
+            assert (await proc.get("/livez")).status == 200
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    async with serve() as proc:
+        before = await median_livez(proc)
+        for _ in range(300):
+            await connect(proc.port)  # and stay silent
+        await asyncio.sleep(0.5)
+        during = await median_livez(proc)
+        metrics = await proc.scrape()
+    assert (value(metrics, "elova_mcp_open_connections") or 0) >= 300
+    # Generous for a shared machine: idle connections cost a socket, not a turn of the loop.
+    assert during < 3 * before + 0.005, (before, during)

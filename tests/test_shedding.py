@@ -1,0 +1,92 @@
+"""The overload decision of load shedding, sample by sample (service/shedding.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.config import Config
+from service.errors import ConfigError
+from service.shedding import Overload
+
+THRESHOLD = 0.05
+
+
+def feed(overload: Overload, lag: float, times: int) -> list[bool]:
+    return [overload.observe_lag(lag) for _ in range(times)]
+
+
+def test_one_long_pause_does_not_start_shedding() -> None:
+    overload = Overload(THRESHOLD, max_inflight=20)
+    overload.observe_lag(2.0)  # a GC or one big answer: clipped, smoothed
+    assert not overload.lagging
+    assert overload.refusal() is None
+
+
+def test_a_loop_that_stays_late_starts_shedding_within_a_few_probes() -> None:
+    overload = Overload(THRESHOLD, max_inflight=20)
+    changes = feed(overload, 0.2, 3)
+    assert overload.lagging
+    assert changes.count(True) == 1
+    assert overload.refusal() == "loop_lag"
+
+
+def test_shedding_stops_only_under_half_the_threshold() -> None:
+    overload = Overload(THRESHOLD, max_inflight=20)
+    feed(overload, 0.2, 10)
+    feed(overload, 0.04, 20)  # below the threshold but above half of it: still shedding
+    assert overload.lagging
+    changes = feed(overload, 0.0, 10)
+    assert not overload.lagging
+    assert changes.count(True) == 1
+    assert overload.refusal() is None
+
+
+def test_no_flapping_around_the_threshold() -> None:
+    overload = Overload(THRESHOLD, max_inflight=20)
+    changes = [overload.observe_lag(lag) for lag in [0.06, 0.04] * 50]
+    assert changes.count(True) <= 1
+
+
+def test_lag_zero_threshold_never_sheds() -> None:
+    overload = Overload(0.0, max_inflight=20)
+    feed(overload, 5.0, 20)
+    assert not overload.lagging
+
+
+def test_requests_in_flight_at_the_cap_are_refused() -> None:
+    overload = Overload(THRESHOLD, max_inflight=2)
+    overload.inflight = 1
+    assert overload.refusal() is None
+    overload.inflight = 2
+    assert overload.refusal() == "inflight"
+
+
+BASE = {"ELOVA_DATABASE_URL": "postgresql://u@h/db"}
+
+
+def test_settings_defaults_follow_the_pool() -> None:
+    cfg = Config.from_env(BASE, need_key=False)
+    assert cfg.shedding.loop_lag_seconds == 0.05
+    assert cfg.shedding.max_inflight == 2 * cfg.db_pool_max == 20
+    bigger = Config.from_env({**BASE, "ELOVA_DB_POOL_MAX": "16"}, need_key=False)
+    assert bigger.shedding.max_inflight == 32
+    conns = cfg.connections
+    assert (conns.max_connections, conns.header_timeout_seconds) == (1000, 10.0)
+    assert (conns.body_timeout_seconds, conns.keepalive_timeout_seconds) == (10.0, 75.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("ELOVA_SHED_LOOP_LAG_MS", "-1"),
+        ("ELOVA_SHED_LOOP_LAG_MS", "10001"),
+        ("ELOVA_SHED_MAX_INFLIGHT", "0"),
+        ("ELOVA_MAX_CONNECTIONS", "0"),
+        ("ELOVA_HEADER_TIMEOUT_SECONDS", "0"),
+        ("ELOVA_BODY_TIMEOUT_SECONDS", "nan"),
+        ("ELOVA_KEEPALIVE_TIMEOUT_SECONDS", "-5"),
+    ],
+)
+def test_malformed_settings_are_refused_by_name(name: str, raw: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        Config.from_env({**BASE, name: raw}, need_key=False)
