@@ -110,6 +110,10 @@ class Admission:
         self._background: set[asyncio.Task[None]] = set()
         self._degraded = False
         self._keys: dict[tuple[UUID, UUID], list[str]] = {}
+        # Approvals the shared limiter refused for their rate budget: until the next token
+        # (the script's own retry time) Redis would refuse them again, so this replica
+        # answers those 429s itself (monotonic deadline, the script's decision, its time).
+        self._spent: dict[UUID, tuple[float, Decision, float]] = {}
 
     @property
     def degraded(self) -> bool:
@@ -148,6 +152,11 @@ class Admission:
         return keys
 
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
+        spent = self._spent.get(caller.approval_id)
+        if spent is not None:
+            refusal = self._still_spent(caller.approval_id, *spent)
+            if refusal is not None:
+                raise refusal
         decision: Decision | None = None
         if self._redis is not None:
             if self._breaker.state is State.CLOSED:
@@ -164,6 +173,8 @@ class Admission:
         if decision is None:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
         if not decision.admitted:
+            if shared and decision.limit == APPROVAL and decision.retry_ms > 0:
+                self._remember_spent(caller.approval_id, decision)
             raise self._refusal(decision, shared)
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
 
@@ -390,6 +401,37 @@ class Admission:
             self._degraded = False
             log.warning("shared limits restored: Redis answers again")
             self._metrics.limiter_degraded(False)
+
+    def _remember_spent(self, approval_id: UUID, decision: Decision) -> None:
+        if len(self._spent) >= _KNOWN_KEYS:
+            self._spent.clear()
+        now = time.monotonic()
+        self._spent[approval_id] = (now + decision.retry_ms / 1000, decision, now)
+
+    def _still_spent(
+        self, approval_id: UUID, until: float, decision: Decision, decided: float
+    ) -> LimitExceeded | None:
+        """The 429 the shared limiter would answer now for an approval it refused for its
+        rate budget, or None once its next token is due (then Redis decides again)."""
+        now = time.monotonic()
+        if now >= until:
+            del self._spent[approval_id]
+            return None
+        budget = decision.budget
+        refilled = budget.tokens + (now - decided) * budget.per_minute / 60.0
+        later = Decision(
+            False,
+            Budget(
+                budget.per_minute,
+                refilled,
+                budget.daily_cap,
+                budget.daily_used,
+                max(0.0, budget.daily_reset_seconds - (now - decided)),
+            ),
+            APPROVAL,
+            max(1, round((until - now) * 1000)),
+        )
+        return self._refusal(later, True)
 
     def _unanswered(self) -> LimitExceeded:
         self._metrics.limit_refused(GLOBAL)

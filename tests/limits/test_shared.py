@@ -230,3 +230,30 @@ async def test_release_soon_is_in_place_before_the_next_admission(
     await admission.release(last)
     releases = [error for op, _, error in metrics.recorded_redis_calls if op == "release"]
     assert releases == [False] * 21  # each reply handled when it came, none failed
+
+
+async def test_a_spent_rate_budget_is_refused_here_until_its_next_token(
+    make_admission: MakeAdmission, metrics: RecordingMetrics
+) -> None:
+    """Until the next token is due the script would refuse the approval again: this replica
+    answers those 429s without asking Redis, with the same limit, Retry-After and budget."""
+    admission = make_admission(approval_per_minute=120, global_concurrency=200)  # 2 a second
+    caller = make_caller()
+    for i in range(120):
+        await admission.release(await admission.acquire(f"memo-{i}", caller))
+    with pytest.raises(LimitExceeded):
+        await admission.acquire("memo-120", caller)
+    asked = sum(op == "admit" for op, _, _ in metrics.recorded_redis_calls)
+    for i in range(50):
+        with pytest.raises(LimitExceeded) as refused:
+            await admission.acquire(f"memo-again-{i}", caller)
+        assert refused.value.limit == "approval" and refused.value.retry_after_seconds == 1
+        assert refused.value.headers["RateLimit"] == '"approval";r=0;t=1'
+    assert sum(op == "admit" for op, _, _ in metrics.recorded_redis_calls) == asked
+    assert metrics.recorded_refused.count("approval") == 51  # every refusal still counted
+    # Another approval of the account is not affected; the spent one is admitted once due.
+    await admission.release(
+        await admission.acquire("memo-other", make_caller(account_id=caller.account_id))
+    )
+    await asyncio.sleep(0.55)
+    await admission.release(await admission.acquire("memo-due", caller))
