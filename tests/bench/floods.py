@@ -101,8 +101,11 @@ def together(pid: int, jobs: list[Job]) -> Run:
             stdin.seek(0)
             procs.append(
                 subprocess.Popen(
-                    python("-m", "tests.bench.loadgen"), cwd=ROOT,
-                    stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    python("-m", "tests.bench.loadgen"),
+                    cwd=ROOT,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
                 )  # fmt: skip
             )
     warmup, duration = jobs[0].warmup_seconds, jobs[0].duration_seconds
