@@ -72,7 +72,11 @@ async def run(settings: Settings, commit: str) -> str:
     env = service_env(data.dsn, port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
     arguments = {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE}
     new_name = f"new ({_git('rev-parse', '--short', 'HEAD')}"
-    new_name += ", with uncommitted changes)" if _git("status", "--porcelain") else ")"
+    new_name += (
+        ", with uncommitted changes)"
+        if _git("status", "--porcelain", "--untracked-files=no")
+        else ")"
+    )
     old_name = f"old ({_git('rev-parse', '--short', commit)})"
     runs: dict[str, list[tuple[Result, dict[str, float]]]] = {new_name: [], old_name: []}
     with checkout(commit) as tree:
