@@ -109,7 +109,7 @@ def together(pid: int, jobs: list[Job]) -> Run:
                     stdin=stdin,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                )  # fmt: skip
+                )
             )
     warmup, duration = jobs[0].warmup_seconds, jobs[0].duration_seconds
     time.sleep(warmup + _LAG)
@@ -133,6 +133,8 @@ def _spend_budget(prefix: str, approval_id: object) -> None:
         ahead = seconds * 1000 + micros // 1000 + _TEN_YEARS_MS
         key = f"{prefix}{{limits}}:approval:{approval_id}"
         client.hset(key, mapping={"tokens": "0", "ts": str(ahead)})
+        client.pexpire(key, 3_600_000)  # gone an hour later: the admission script never sets
+        # an expiry on a refusal, and this prefix is used by no other run
     finally:
         client.close()
 
@@ -199,16 +201,14 @@ async def run(settings: Settings) -> str:
     def call(token: str) -> Request:
         return scenarios.tool_call(token, TOOL, arguments)
 
+    oversized = _oversized(call(access.token()), cfg.limits.max_body_bytes)
     floods = [
         Flood("rate budget spent (429)", call(flooder.token()), "429", True),
         Flood("expired token (401)", call(expired), "401", True),
         Flood("bad signature (401)", call(_bad_signature(access.token())), "401", True),
         Flood("garbage bearer (401)", call(garbage), "401", True),
         Flood("no token (401)", _without_auth(call(access.token())), "401", True),
-        Flood(
-            f"oversized body, {cfg.limits.max_body_bytes + 8 * 1024:,} bytes (413)",
-            _oversized(call(access.token()), cfg.limits.max_body_bytes), "413", False,
-        ),
+        Flood(f"oversized body, {len(oversized.body):,} bytes (413)", oversized, "413", False),
     ]  # fmt: skip
     rows: list[Row] = []
     with running("elova-floods", python("-m", "service", "serve"), port, env, logs) as server:
@@ -262,7 +262,10 @@ def _flood_table(rows: list[Row]) -> str:
         share = good_result.rps / alone.rps
         cpu = (row.both.cpu_per_second - good_result.rps * cpu_a_good) / max(refusals, 1.0)
         target = row.flood.cpu_target
-        ok = share >= FLOOD_SHARE_TARGET and (not target or cpu * 1000 < CPU_TARGET_MS)
+        expected = flood_result.statuses.get(row.flood.status, 0) == sum(
+            flood_result.statuses.values()
+        )
+        ok = expected and share >= FLOOD_SHARE_TARGET and (not target or cpu * 1000 < CPU_TARGET_MS)
         cpu_text = f"{cpu * 1000:.3f}" + ("" if target else " (no target)")
         note = f"; {flood_result.reconnects} reconnects" if flood_result.reconnects else ""
         lines.append(
