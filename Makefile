@@ -66,8 +66,11 @@ lint: install
 	$(BIN)/ruff format --check service tests
 	$(BIN)/mypy
 
+# Every section of docs/benchmarks.md in one run; BENCH_ARGS passes flags, e.g.
+# `make bench BENCH_ARGS="--baseline cf8c545"` (old against new) or "--quick --flood-only".
+BENCH_ARGS ?=
 bench: install tools
-	$(BIN)/python -m tests.bench
+	$(BIN)/python -m tests.bench $(BENCH_ARGS)
 
 soak: install tools
 	$(BIN)/python -m tests.soak

@@ -87,7 +87,7 @@ def measure(quick: bool, rounds: int, calls: int, variants: list[str]) -> str:
     from tests.support.services import REDIS_URL, new_redis_prefix
 
     settings = scale.QUICK if quick else scale.FULL
-    data, cfg, access = asyncio.run(scale._prepare(settings))
+    data, cfg, access = asyncio.run(scale.prepare(settings))
     logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
     ws = access.workspace_id

@@ -8,6 +8,9 @@ Each connection is a keep-alive asyncio stream sending prebuilt bytes and readin
 `Content-Length` bodies, so the generator spends little CPU a request: on a shared 2-core
 machine every cycle it uses is taken from the server under test, the same for every server.
 A response is an error unless its status is 200 and its body holds `expect` (when given).
+Every measured answer is also counted by status (a flood of refusals is measured by those
+counts), with the 503s that carried Retry-After; a connection the server closes (after a
+413, or `Connection: close`) is opened again.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ class Result(msgspec.Struct):
     max_ms: float
     first_error: str = ""
     sample_headers: str = ""  # the header block of the first response
+    statuses: dict[str, int] = {}  # measured answers by HTTP status
+    retry_after_503: int = 0  # measured 503 answers that carried Retry-After
+    reconnects: int = 0  # connections opened again after the server closed one
 
 
 def _encode(req: Request, host: str, port: int) -> bytes:
@@ -68,6 +74,9 @@ class _Shared:
         self.measuring = False
         self.stop = False
         self.next = 0
+        self.statuses: dict[str, int] = {}
+        self.retry_after_503 = 0
+        self.reconnects = 0
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -82,6 +91,20 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
     if length < 0:
         raise RuntimeError("response without Content-Length")
     return head, await reader.readexactly(length)
+
+
+def _closes(head: bytes) -> bool:
+    """Whether the server said it closes the connection after this answer."""
+    return any(
+        line.lower().replace(b" ", b"") == b"connection:close" for line in head.split(b"\r\n")
+    )
+
+
+def _count(shared: _Shared, head: bytes) -> None:
+    status = head[9:12].decode("latin-1")
+    shared.statuses[status] = shared.statuses.get(status, 0) + 1
+    if status == "503" and b"\r\nretry-after:" in head.lower():
+        shared.retry_after_503 += 1
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
@@ -104,13 +127,23 @@ async def _worker(shared: _Shared) -> None:
             shared.next += 1
             started = time.perf_counter()
             writer.write(payload)
-            head, body = await _read_response(reader)
+            try:
+                head, body = await _read_response(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                head, body = b"", b""  # closed before an answer: counted as an error below
             elapsed = time.perf_counter() - started
+            if not head or _closes(head):
+                writer.close()
+                reader, writer = await asyncio.open_connection(job.host, job.port)
+                shared.reconnects += 1
+            if not head:
+                head = b"HTTP/1.1 000 connection closed before an answer\r\n\r\n"
             if not shared.sample_headers:
                 shared.sample_headers = head.decode("latin-1")
             ok = head.startswith(b"HTTP/1.1 200") and (not shared.expect or shared.expect in body)
             if not shared.measuring:
                 continue
+            _count(shared, head)
             if ok:
                 shared.latencies.append(elapsed)
                 if job.max_requests and len(shared.latencies) >= job.max_requests:
@@ -161,6 +194,9 @@ async def run(job: Job) -> Result:
         max_ms=ordered[-1] * 1000 if ordered else 0.0,
         first_error=shared.first_error,
         sample_headers=shared.sample_headers,
+        statuses=shared.statuses,
+        retry_after_503=shared.retry_after_503,
+        reconnects=shared.reconnects,
     )
 
 

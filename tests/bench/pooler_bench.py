@@ -212,7 +212,7 @@ def main(settings: scale.Settings) -> str:
     """The section on the benchmark's data set, its approval made anew."""
     if shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin") is None:
         return "## Through a transaction-mode pooler: skipped (pgbouncer is not installed)\n"
-    data, cfg, access = asyncio.run(scale._prepare(settings))  # the scale run's own setup
+    data, cfg, access = asyncio.run(scale.prepare(settings))  # the scale run's own setup
     logs = Path(tempfile.mkdtemp(prefix="elova-bench-pooler-"))
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
     try:

@@ -35,7 +35,7 @@ from service.tools.executions import shape_row
 POOL_SIZE = 10
 
 
-class _Pool:
+class Pool:
     """One asyncpg pool, made on first use inside the server's own event loop."""
 
     def __init__(self, dsn: str) -> None:
@@ -61,7 +61,7 @@ class _Pool:
         return self.pool
 
 
-async def _page(pools: _Pool, workspace_id: str, limit: int) -> list[Any]:
+async def _page(pools: Pool, workspace_id: str, limit: int) -> list[Any]:
     pool = await pools.get()
     query, _ = page_query({}, limit + 1)
     rows = await pool.fetch(query, UUID(workspace_id))
@@ -72,7 +72,7 @@ def run_sdk(port: int, dsn: str) -> None:
     import uvicorn
     from mcp.server.mcpserver import MCPServer
 
-    pools = _Pool(dsn)
+    pools = Pool(dsn)
     server: MCPServer[Any] = MCPServer("elova-reference", log_level="WARNING")
 
     @server.tool()
@@ -92,7 +92,7 @@ class _Args(msgspec.Struct):
 
 
 def run_bare(port: int, dsn: str) -> None:
-    pools = _Pool(dsn)
+    pools = Pool(dsn)
     decode = msgspec.json.Decoder(_Args).decode
     encode = msgspec.json.Encoder().encode
 

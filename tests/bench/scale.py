@@ -81,7 +81,7 @@ class Row:
     rounds: list[float] | None = None  # req/s of every round (the row is the median one)
 
 
-def _median_row(label: str, results: list[tuple[Result, dict[str, float]]]) -> Row:
+def median_row(label: str, results: list[tuple[Result, dict[str, float]]]) -> Row:
     """The round with the median req/s (the lower middle one for an even count)."""
     ordered = sorted(results, key=lambda pair: pair[0].rps)
     result, cpu = ordered[(len(ordered) - 1) // 2]
@@ -92,7 +92,7 @@ def _ms(value: float) -> str:
     return f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
-def _throughput_table(rows: list[Row]) -> str:
+def throughput_table(rows: list[Row]) -> str:
     ours = rows[0].result.rps
     lines = [
         "| server | req/s | p50 ms | p99 ms | errors | ours ÷ this "
@@ -131,7 +131,7 @@ def _latency_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-async def _prepare(settings: Settings) -> tuple[dataset.Dataset, Config, scenarios.Access]:
+async def prepare(settings: Settings) -> tuple[dataset.Dataset, Config, scenarios.Access]:
     """The data set, our service's configuration (its port fixed: tokens name it) and the
     bench approval."""
     data = await dataset.ensure(
@@ -296,7 +296,7 @@ def _throughput(port: int, requests: list[Request], settings: Settings, expect: 
     )
 
 
-def _accounted(
+def accounted(
     pid: int, port: int, requests: list[Request], settings: Settings, expect: str
 ) -> tuple[Result, dict[str, float]]:
     """A throughput run and the CPU a call cost the server, PostgreSQL and Redis (the calls
@@ -348,7 +348,7 @@ def _say(text: str) -> None:
 
 
 async def run(settings: Settings) -> str:
-    data, cfg, access = await _prepare(settings)
+    data, cfg, access = await prepare(settings)
     cases = await _tool_scenarios(data, access)
     logs = Path(tempfile.mkdtemp(prefix="elova-bench-"))
     ws = access.workspace_id
@@ -373,7 +373,7 @@ async def run(settings: Settings) -> str:
             )  # fmt: skip
         ]
         with RssSampler(ours.pid) as rss:
-            ours_result, ours_cpu = _accounted(
+            ours_result, ours_cpu = accounted(
                 ours.pid, port, ours_requests, settings, '"isError":false'
             )
             admission_on = "ratelimit-policy" in ours_result.sample_headers.lower()
@@ -393,7 +393,7 @@ async def run(settings: Settings) -> str:
             _say(f"our service: throughput run, round {number + 1} …")
             with running("elova", python("-m", "service", "serve"), port, env, logs) as again:
                 runs[ours_label].append(
-                    _accounted(again.pid, port, ours_requests, settings, '"isError":false')
+                    accounted(again.pid, port, ours_requests, settings, '"isError":false')
                 )
         for kind, label, request, expect in references:
             _say(f"{kind} reference: throughput run, round {number + 1} …")
@@ -403,9 +403,9 @@ async def run(settings: Settings) -> str:
             commands[label] = command
             with running(kind, command, ref_port, env, logs) as ref:
                 runs.setdefault(label, []).append(
-                    _accounted(ref.pid, ref_port, [request], settings, expect)
+                    accounted(ref.pid, ref_port, [request], settings, expect)
                 )
-    throughput_rows = [_median_row(label, results) for label, results in runs.items()]
+    throughput_rows = [median_row(label, results) for label, results in runs.items()]
     statements = {
         ours_label: statements_per_call(
             data.dsn, "elova-count", python("-m", "service", "serve"), port, env, logs,
@@ -427,7 +427,7 @@ async def run(settings: Settings) -> str:
         f"## 1. `tools/call get_many_executions` (50 rows): {settings.concurrency} concurrent "
         f"connections, {settings.duration:.0f} s, load from a separate process",
         "",
-        _throughput_table(throughput_rows),
+        throughput_table(throughput_rows),
         "",
         f"- ours ÷ SDK = **{ours_rps / sdk:.2f}×** (target ≥ 3×); ours ÷ bare ceiling = "
         f"**{100 * ours_rps / bare:.0f}%** (target ≥ 60%): medians of {settings.rounds} "

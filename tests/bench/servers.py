@@ -93,11 +93,12 @@ def _wait_listening(server: Server, timeout: float = 60.0) -> None:
 
 @contextmanager
 def running(
-    name: str, command: list[str], port: int, env: Mapping[str, str], logs: Path
-) -> Iterator[Server]:
+    name: str, command: list[str], port: int, env: Mapping[str, str], logs: Path,
+    cwd: Path = ROOT,
+) -> Iterator[Server]:  # fmt: skip
     log = logs / f"{name}.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=dict(env), stdout=out, stderr=out)
+        process = subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=out, stderr=out)
     server = Server(name, port, process, log)
     try:
         _wait_listening(server)

@@ -1,0 +1,315 @@
+"""Floods, idle connections and overload on one replica (issue "floods").
+
+One server process (Redis admission on, limits raised as in the scale benchmark) serves a
+good approval calling `tools/call get_many_executions` (first page, 50 rows) on N
+connections, alone, then at once beside a second load generator flooding on N connections
+of its own with one kind of refusal; each flood is compared with the solo run just before it
+(on a shared machine a single solo rate for the whole section drifts with the load):
+
+    rate        an approval whose rate budget is spent (every answer 429)
+    expired     an access token whose exp lies an hour in the past (401)
+    signature   a valid token with its last signature characters altered (401)
+    garbage     a bearer of random token characters (401)
+    no token    no Authorization header (401)
+    oversized   a body over ELOVA_MAX_BODY_BYTES (413)
+
+The per-minute budget is one setting for every approval, so the flooding approval's budget
+is spent in Redis instead: its token bucket is written empty with a timestamp far ahead,
+and the admission script, which never refills a bucket stamped in the future, refuses it
+every time while the good approval's bucket (limits raised) never runs dry.
+
+Server CPU a refusal: the server process's CPU time (utime + stime from /proc/PID/stat) is
+read at two instants inside the measured window of each run, giving CPU seconds a second.
+The solo run gives the CPU of one good call (CPU/s ÷ good calls/s); in a flood run the good
+calls made are charged at that cost and the rest is the refusals':
+
+    CPU a refusal = (CPU/s under flood − good calls/s under flood × CPU a good call)
+                    ÷ refusals/s
+
+Then 500 idle keep-alive connections (tests/bench/holder.py: each served one request,
+then held) beside the good load; and overload: 4×N connections of the good approval,
+against the replica that serves N, with the p99 of the admitted calls (200) against the
+p99 alone on N, the share shed with 503 and whether those 503s carried Retry-After. Each
+of the two also follows a solo run of its own.
+
+Targets: CPU a refusal < 0.1 ms (429 and every 401 kind); the good approval keeps ≥ 75 % of
+its solo rate under each flood and ≥ 90 % beside the idle connections; overload admitted
+p99 ≤ 2× the solo p99.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import msgspec
+import redis
+
+from service.auth.tokens import TokenService
+from tests.bench import scenarios
+from tests.bench.loadgen import Job, Request, Result
+from tests.bench.scale import WARMUP_SECONDS, Settings, prepare
+from tests.bench.servers import ROOT, job, python, running, service_env
+from tests.support.services import REDIS_URL, new_redis_prefix
+
+TOOL = "get_many_executions"
+EXPECT = '"isError":false'
+IDLE_CONNECTIONS = 500
+OVERLOAD_FACTOR = 4
+CPU_TARGET_MS = 0.1
+FLOOD_SHARE_TARGET = 0.75
+IDLE_SHARE_TARGET = 0.90
+OVERLOAD_P99_TARGET = 2.0
+MAX_SECONDS = 8.0  # a run (16 of them): ratios need no longer, `make bench` stays short
+_LAG = 0.6  # seconds a load generator may take to start: the CPU window begins after it
+_TEN_YEARS_MS = 10 * 365 * 86400 * 1000
+
+
+@dataclass(frozen=True)
+class Flood:
+    name: str
+    request: Request
+    status: str  # the answer every request of this flood should get
+    cpu_target: bool  # whether the CPU-a-refusal target applies
+
+
+@dataclass
+class Run:
+    results: list[Result]
+    cpu_per_second: float  # server CPU seconds a second during the measured window
+
+
+def _cpu_seconds(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def together(pid: int, jobs: list[Job]) -> Run:
+    """Run the load generators at once (a process each); the server's CPU rate is read
+    inside their common measured window."""
+    procs = []
+    for each in jobs:
+        with tempfile.TemporaryFile() as stdin:
+            stdin.write(msgspec.json.encode(each))
+            stdin.seek(0)
+            procs.append(
+                subprocess.Popen(
+                    python("-m", "tests.bench.loadgen"),
+                    cwd=ROOT,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+            )
+    warmup, duration = jobs[0].warmup_seconds, jobs[0].duration_seconds
+    time.sleep(warmup + _LAG)
+    cpu_before, started = _cpu_seconds(pid), time.monotonic()
+    time.sleep(max(0.5, duration - _LAG))
+    cpu_after, ended = _cpu_seconds(pid), time.monotonic()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=warmup + duration + 120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"load generator failed: {err.decode()[-2000:]}")
+        results.append(msgspec.json.decode(out, type=Result))
+    return Run(results, (cpu_after - cpu_before) / (ended - started))
+
+
+def _spend_budget(prefix: str, approval_id: object) -> None:
+    """Empty the approval's token bucket, stamped ten years ahead: never refilled."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        seconds, micros = client.time()
+        ahead = seconds * 1000 + micros // 1000 + _TEN_YEARS_MS
+        key = f"{prefix}{{limits}}:approval:{approval_id}"
+        client.hset(key, mapping={"tokens": "0", "ts": str(ahead)})
+        client.pexpire(key, 3_600_000)  # gone an hour later: the admission script never sets
+        # an expiry on a refusal, and this prefix is used by no other run
+    finally:
+        client.close()
+
+
+def _bad_signature(token: str) -> str:
+    head, _, signature = token.rpartition(".")
+    altered = "".join("B" if c == "A" else "A" for c in signature[-4:])
+    return f"{head}.{signature[:-4]}{altered}"
+
+
+def _without_auth(request: Request) -> Request:
+    headers = {k: v for k, v in request.headers.items() if k != "Authorization"}
+    return Request(request.path, headers, request.body)
+
+
+def _oversized(request: Request, limit: int) -> Request:
+    pad = "x" * (limit + 8 * 1024)
+    body = request.body[:-1] + f',"padding":"{pad}"}}'
+    return Request(request.path, request.headers, body)
+
+
+def _answers(result: Result) -> str:
+    total = sum(result.statuses.values())
+    return ", ".join(
+        f"{status} {100 * n / total:.0f}%" for status, n in sorted(result.statuses.items())
+    )
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _mark(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+async def run(settings: Settings) -> str:
+    data, cfg, access = await prepare(settings)
+    conn = await asyncpg.connect(data.dsn)
+    try:
+        flooder = await scenarios.grant(conn, cfg, data.account_email, data.workspace_id)
+    finally:
+        await conn.close()
+    logs = Path(tempfile.mkdtemp(prefix="elova-floods-"))
+    port, n = cfg.port, settings.concurrency
+    seconds = min(settings.duration, MAX_SECONDS)
+    prefix = new_redis_prefix()
+    env = service_env(data.dsn, port, REDIS_URL, prefix, cfg.signing_key_pem)
+    arguments = {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE}
+    tokens = TokenService(cfg)
+    caller = access.caller
+
+    def good(connections: int = n) -> Job:
+        request = scenarios.tool_call(access.token(), TOOL, arguments)
+        return job(port, [request], concurrency=connections, warmup_seconds=WARMUP_SECONDS,
+                   duration_seconds=seconds, expect=EXPECT)  # fmt: skip
+
+    expired, _ = tokens.issue_access_token(
+        account_id=caller.account_id, client_id=access.client_id, scopes=caller.scopes,
+        approval_id=caller.approval_id, generation=caller.generation, now=time.time() - 3600,
+    )  # fmt: skip
+    garbage = secrets.token_urlsafe(300)
+
+    def call(token: str) -> Request:
+        return scenarios.tool_call(token, TOOL, arguments)
+
+    oversized = _oversized(call(access.token()), cfg.limits.max_body_bytes)
+    floods = [
+        Flood("rate budget spent (429)", call(flooder.token()), "429", True),
+        Flood("expired token (401)", call(expired), "401", True),
+        Flood("bad signature (401)", call(_bad_signature(access.token())), "401", True),
+        Flood("garbage bearer (401)", call(garbage), "401", True),
+        Flood("no token (401)", _without_auth(call(access.token())), "401", True),
+        Flood(f"oversized body, {len(oversized.body):,} bytes (413)", oversized, "413", False),
+    ]  # fmt: skip
+    rows: list[Row] = []
+    with running("elova-floods", python("-m", "service", "serve"), port, env, logs) as server:
+        _spend_budget(prefix, flooder.caller.approval_id)
+        for flood in floods:
+            _say(f"floods: {flood.name} on {n} connections beside the good load (and alone) …")
+            flooding = job(port, [flood.request], concurrency=n, warmup_seconds=WARMUP_SECONDS,
+                           duration_seconds=seconds)  # fmt: skip
+            solo = together(server.pid, [good()])
+            rows.append(Row(flood, solo, together(server.pid, [good(), flooding])))
+        _say(f"floods: {IDLE_CONNECTIONS} idle keep-alive connections beside the good load …")
+        idle_solo = together(server.pid, [good()])
+        idle, held, still_open = _beside_idle(server.pid, port, good())
+        _say(f"floods: overload, {OVERLOAD_FACTOR * n} connections (and {n}) …")
+        overload_solo = together(server.pid, [good()])
+        overload = together(server.pid, [good(OVERLOAD_FACTOR * n)]).results[0]
+    shutil.rmtree(logs, ignore_errors=True)
+    lines = [
+        f"## Floods on one replica: the good approval on {n} connections "
+        f"(`tools/call {TOOL}`, 50 rows), a flood on {n} more, {seconds:.0f} s a run, "
+        "each beside a run of the good approval alone just before it",
+        "",
+        _flood_table(rows),
+        f"| {IDLE_CONNECTIONS} idle keep-alive connections ({still_open} of {held} still open "
+        f"at the end) | | | {idle.rps:.0f} of {idle_solo.results[0].rps:.0f} "
+        f"| {idle.rps / idle_solo.results[0].rps:.2f} (≥ 0.90) | "
+        f"| {_mark(idle.rps / idle_solo.results[0].rps >= IDLE_SHARE_TARGET)} |",
+        "",
+        _overload_line(n, overload_solo.results[0], overload),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Row:
+    flood: Flood
+    solo: Run  # the good approval alone, just before
+    both: Run  # the good approval and the flood
+
+
+def _flood_table(rows: list[Row]) -> str:
+    lines = [
+        "| flood | answers | refusals/s | good req/s: flooded of alone | good ÷ alone (≥ 0.75) "
+        "| server CPU a refusal, ms (< 0.1) | met |",
+        "| --- | --- | ---: | ---: | ---: | ---: | :-: |",
+    ]
+    for row in rows:
+        alone, (good_result, flood_result) = row.solo.results[0], row.both.results
+        cpu_a_good = row.solo.cpu_per_second / max(alone.rps, 1.0)
+        refusals = sum(flood_result.statuses.values()) / flood_result.seconds
+        share = good_result.rps / alone.rps
+        cpu = (row.both.cpu_per_second - good_result.rps * cpu_a_good) / max(refusals, 1.0)
+        target = row.flood.cpu_target
+        expected = flood_result.statuses.get(row.flood.status, 0) == sum(
+            flood_result.statuses.values()
+        )
+        ok = expected and share >= FLOOD_SHARE_TARGET and (not target or cpu * 1000 < CPU_TARGET_MS)
+        cpu_text = f"{cpu * 1000:.3f}" + ("" if target else " (no target)")
+        note = f"; {flood_result.reconnects} reconnects" if flood_result.reconnects else ""
+        lines.append(
+            f"| {row.flood.name} | {_answers(flood_result)}{note} | {refusals:.0f} "
+            f"| {good_result.rps:.0f} of {alone.rps:.0f} | {share:.2f} | {cpu_text} "
+            f"| {_mark(ok)} |"
+        )
+    return "\n".join(lines)
+
+
+def _overload_line(n: int, alone: Result, overload: Result) -> str:
+    total = sum(overload.statuses.values())
+    shed = overload.statuses.get("503", 0)
+    p99_ratio = overload.p99_ms / alone.p99_ms if alone.p99_ms else float("nan")
+    retry = (
+        "n/a: nothing shed" if not shed
+        else f"{100 * overload.retry_after_503 / shed:.0f}% of them with Retry-After"
+    )  # fmt: skip
+    return (
+        f"Overload, {OVERLOAD_FACTOR * n} connections of the good approval (the replica "
+        f"serves {n}): admitted {overload.rps:.0f} req/s (alone on {n}: {alone.rps:.0f}), "
+        f"admitted p99 **{overload.p99_ms:.1f} ms** against {alone.p99_ms:.1f} ms alone = "
+        f"**{p99_ratio:.2f}×** (target ≤ 2×: "
+        f"{'met' if p99_ratio <= OVERLOAD_P99_TARGET else '**not met**'}); shed with 503: "
+        f"**{100 * shed / max(total, 1):.1f}%** of {total} answers ({retry}); answers: "
+        f"{_answers(overload)}."
+    )
+
+
+def _beside_idle(pid: int, port: int, good_job: Job) -> tuple[Result, int, int]:
+    holder = subprocess.Popen(
+        python("-m", "tests.bench.holder", str(port), str(IDLE_CONNECTIONS)), cwd=ROOT,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        held = int(holder.stdout.readline().split()[1])
+        result = together(pid, [good_job]).results[0]
+    finally:
+        holder.stdin.close()
+    still_open = int(holder.stdout.readline().split()[1])
+    holder.wait(timeout=30)
+    return result, held, still_open
+
+
+def main(settings: Settings) -> str:
+    return asyncio.run(run(settings))
