@@ -7,7 +7,7 @@ answers a stateless (2026-07-28) `tools/call get_many_executions` first page, pe
 with the bytes our service answers: the JSON-RPC result holding `structuredContent` and the
 text block, encoded by msgspec with the service's own Structs. Each request runs the
 statement our tool runs for that call — the approval, scope and page read in one
-(service.tools.execution_scope.read_scope_and_page, its text built by the same function) —
+(service.store.reads.executions.first_page_statement, the same text) —
 through a pool of our pool's size and settings, and shapes the rows, the coverage, `asOf`
 and the sealed `nextCursor` as the tool does. What it leaves out is everything that is not
 the answer: parsing and checking the envelope and headers, the bearer token and the
@@ -37,11 +37,11 @@ from service.auth.caller import Caller
 from service.cli.serve import event_loop_factory, tune_gc
 from service.mcp import protocol as p
 from service.mcp.rpc import modern_meta
-from service.tools.common import coverage_of
+from service.rules.shaping import format_local, resolve_zone
+from service.store.reads.executions import FIRST_PAGE_PARAMETER, first_page_statement, page_query
+from service.tools.coverage import coverage_of
 from service.tools.cursors import CursorCodec, derive_cursor_key
-from service.tools.execution_scope import FIRST_PAGE_PARAMETER, _combined_sql
-from service.tools.executions import ManyExecutions, page_query, shape_row
-from service.tools.shaping import format_local, resolve_zone
+from service.tools.executions import ManyExecutions, shape_row
 from tests.bench.loadgen import Request
 from tests.bench.reference import Pool
 
@@ -89,8 +89,7 @@ class SameAnswer:
         known = self.statements.get(limit)
         if known is None:
             page_sql, _ = page_query({}, limit + 1, first=FIRST_PAGE_PARAMETER)
-            probe, _ = page_query({}, limit + 1)
-            known = self.statements[limit] = await _combined_sql(conn, page_sql, probe)
+            known = self.statements[limit] = first_page_statement(page_sql)
         return known
 
     async def handle(self, request: web.Request) -> web.Response:
