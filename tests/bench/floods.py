@@ -126,13 +126,17 @@ def together(pid: int, jobs: list[Job]) -> Run:
 
 
 def _spend_budget(prefix: str, approval_id: object) -> None:
-    """Empty the approval's token bucket, stamped ten years ahead: never refilled."""
+    """Empty the approval's token bucket (deep in debt), stamped ten years ahead: never
+    refilled, and every refusal names a next token hours away."""
     client = redis.Redis.from_url(REDIS_URL)
     try:
         seconds, micros = client.time()
         ahead = seconds * 1000 + micros // 1000 + _TEN_YEARS_MS
         key = f"{prefix}{{limits}}:approval:{approval_id}"
-        client.hset(key, mapping={"tokens": "0", "ts": str(ahead)})
+        # Far in debt as well: with the bench's raised per-minute budget an empty bucket
+        # would be due a token within a millisecond, unlike an approval of a real budget
+        # whose refusals all say "retry in seconds".
+        client.hset(key, mapping={"tokens": "-1e15", "ts": str(ahead)})
         client.pexpire(key, 3_600_000)  # gone an hour later: the admission script never sets
         # an expiry on a refusal, and this prefix is used by no other run
     finally:
@@ -222,6 +226,12 @@ async def run(settings: Settings) -> str:
         _say(f"floods: {IDLE_CONNECTIONS} idle keep-alive connections beside the good load …")
         idle_solo = together(server.pid, [good()])
         idle, held, still_open = _beside_idle(server.pid, port, good())
+    # Overload is the load shedding's case: this replica runs with its shedding settings
+    # at their defaults (the runs above keep it off, as every other bench server does).
+    shedding = {k: v for k, v in env.items() if not k.startswith("ELOVA_SHED_")}
+    with running(
+        "elova-overload", python("-m", "service", "serve"), port, shedding, logs
+    ) as server:
         _say(f"floods: overload, {OVERLOAD_FACTOR * n} connections (and {n}) …")
         overload_solo = together(server.pid, [good()])
         overload = together(server.pid, [good(OVERLOAD_FACTOR * n)]).results[0]
