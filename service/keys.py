@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from service.auth.oauth.cimd import MetadataClients
     from service.auth.tokens import TokenService
     from service.config import Config
-    from service.health import DrainState
+    from service.drain import DrainState
     from service.limits.admission import Admission
     from service.mcp.catalog import Catalog
     from service.mcp.sessions import SessionStore
