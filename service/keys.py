@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import RedisCluster
 
-    from service.auth.activity import ActivityRecorder
+    from service.auth.activity_counts import ActivityRecorder
     from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
     from service.auth.oauth.cimd import MetadataClients
