@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from service.mcp.catalog import Catalog
     from service.mcp.sessions import SessionStore
     from service.metrics import Metrics
-    from service.shedding import Overload
+    from service.overload import Overload
     from service.tools.cursors import CursorCodec
 
 CONFIG: web.AppKey[Config] = web.AppKey("config")
