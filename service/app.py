@@ -15,18 +15,19 @@ def wall_clock() -> datetime:
 
 
 def create_app(cfg: Config) -> web.Application:
-    from service import connections, health, metrics, shedding
+    from service import connections, health, shedding
     from service.auth import setup_auth
     from service.limits import setup_limits
     from service.logs import setup_request_log
     from service.mcp import setup_mcp
+    from service.metrics_listener import setup_metrics
     from service.store.db import pool_ctx
     from service.tools.setup import setup_tools
 
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[CONFIG] = cfg
     app[CLOCK] = wall_clock
-    metrics.setup_metrics(app)  # first: every later resource may record into it
+    setup_metrics(app)  # first: every later resource may record into it
     setup_request_log(app)  # request ids and the access line, outermost middleware
     connections.setup_reading(app)  # the body deadline, before anything reads a body
     shedding.setup_shedding(app)  # overloaded: 503 at once, before auth and the database

@@ -1,4 +1,4 @@
-"""/livez, /readyz and the drain state that fails readiness once shutdown begins.
+"""/livez, /readyz, and the drain (service/drain.py) that fails readiness once shutdown begins.
 
 - `/livez` answers from the process alone: a restart cannot fix a database outage, so
   liveness never looks at dependencies.
@@ -16,22 +16,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 
+from service.drain import DrainState
 from service.keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, REDIS
 
 log = logging.getLogger(__name__)
 
 CHECK_TIMEOUT_SECONDS = 1.0
-
-
-@dataclass
-class DrainState:
-    """Whether this process is shutting down (readiness then fails)."""
-
-    draining: bool = False
 
 
 async def livez(request: web.Request) -> web.Response:

@@ -13,18 +13,18 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import RedisCluster
 
-    from service.auth.activity import ActivityRecorder
+    from service.auth.activity_counts import ActivityRecorder
     from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
     from service.auth.oauth.cimd import MetadataClients
     from service.auth.tokens import TokenService
     from service.config import Config
-    from service.health import DrainState
+    from service.drain import DrainState
     from service.limits.admission import Admission
     from service.mcp.catalog import Catalog
     from service.mcp.sessions import SessionStore
     from service.metrics import Metrics
-    from service.shedding import Overload
+    from service.overload import Overload
     from service.tools.cursors import CursorCodec
 
 CONFIG: web.AppKey[Config] = web.AppKey("config")

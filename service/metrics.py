@@ -2,9 +2,9 @@
 
 Other modules call only the methods of `Metrics`; none of them takes a user, token, session
 or address, and every label value is checked against a fixed set (anything else becomes
-"other"), so no caller can grow the number of series. `setup_metrics` gives an app its
-Metrics and the /metrics listener (service/metrics_listener.py); the app factory installs
-the request log (service/logs.py) on its own.
+"other"), so no caller can grow the number of series. An app gets its Metrics and the
+/metrics listener from `setup_metrics` (service/metrics_listener.py); the app factory
+installs the request log (service/logs.py) on its own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from importlib import metadata
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -26,7 +25,6 @@ from prometheus_client import (
 from prometheus_client.exposition import generate_latest
 
 from service.config import Config
-from service.keys import CONFIG, METRICS
 
 PREFIX = "elova_mcp"
 OTHER = "other"
@@ -404,19 +402,3 @@ def _version() -> str:
         return metadata.version("elova-mcp")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-async def _register_routes(app: web.Application) -> None:
-    # On startup every setup function has added its routes: the router is final.
-    app[METRICS].set_routes(r.canonical for r in app.router.resources())
-
-
-def setup_metrics(app: web.Application) -> None:
-    """The app's Metrics, the pool collector and the /metrics listener."""
-    from service.metrics_listener import PoolCollector, metrics_listener_ctx
-
-    metrics = Metrics(app.get(CONFIG))
-    metrics.registry.register(PoolCollector(app))
-    app[METRICS] = metrics
-    app.cleanup_ctx.append(metrics_listener_ctx)
-    app.on_startup.append(_register_routes)

@@ -1,9 +1,10 @@
 """The /metrics listener of one app, and what is measured only at scrape time or by a probe.
 
-`setup_metrics` (service/metrics.py) registers both: `metrics_listener_ctx` serves /metrics on
-its own port (`ELOVA_METRICS_PORT`) with its own runner, so scrapes never compete with MCP
-traffic for admission and keep working while the main listener drains, and runs the event
-loop lag probe; `PoolCollector` reads the PostgreSQL pool's connections when scraped.
+`setup_metrics` gives an app its Metrics (service/metrics.py) and registers both:
+`metrics_listener_ctx` serves /metrics on its own port (`ELOVA_METRICS_PORT`) with its own
+runner, so scrapes never compete with MCP traffic for admission and keep working while the
+main listener drains, and runs the event loop lag probe; `PoolCollector` reads the
+PostgreSQL pool's connections when scraped.
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ class PoolCollector(Collector):
             value=pool.get_min_size(),
         )
         return [by_state, most, least]
+
+
+def setup_metrics(app: web.Application) -> None:
+    """The app's Metrics, the pool collector and the /metrics listener."""
+    metrics = Metrics(app.get(CONFIG))
+    metrics.registry.register(PoolCollector(app))
+    app[METRICS] = metrics
+    app.cleanup_ctx.append(metrics_listener_ctx)
+    app.on_startup.append(_register_routes)
+
+
+async def _register_routes(app: web.Application) -> None:
+    # On startup every setup function has added its routes: the router is final.
+    app[METRICS].set_routes(r.canonical for r in app.router.resources())
 
 
 async def _scrape(request: web.Request) -> web.Response:

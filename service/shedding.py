@@ -1,6 +1,6 @@
 """Load shedding: while this replica is overloaded, new requests are refused at once.
 
-Two signals say "overloaded" (docs/decisions/floods.md):
+Two signals say "overloaded" (service/overload.py decides; docs/decisions/floods.md):
 
 - event-loop lag: a probe sleeps `PROBE_SECONDS` and measures how late it wakes. Samples are
   clipped at twice the threshold and smoothed, so one long pause (a GC, a big answer) does
@@ -24,20 +24,16 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 
 from service.auth.oauth.metadata import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
-from service.config import Shedding
 from service.keys import CONFIG, METRICS, OVERLOAD
+from service.overload import Overload
 
 log = logging.getLogger(__name__)
 
 PROBE_SECONDS = 0.05
-SMOOTHING = 0.3  # weight of the newest sample in the smoothed lag
-CLIP = 2.0  # a sample counts for at most this many thresholds
-STOP_FRACTION = 0.5  # shedding stops under this fraction of the threshold
 RETRY_AFTER_SECONDS = 1
 
 MCP_PATH = "/mcp"
@@ -58,43 +54,6 @@ REFUSALS: dict[str, bytes] = {
 }
 REQUEST_ID_HEADER = "X-Request-Id"
 _HEADERS = {"Retry-After": str(RETRY_AFTER_SECONDS), "Content-Type": "application/json"}
-
-
-@dataclass
-class Overload:
-    """The shedding decision of one app: the smoothed loop lag and the requests in flight."""
-
-    lag_threshold: float  # seconds; 0: lag never sheds
-    max_inflight: int
-    smoothed_lag: float = 0.0
-    lagging: bool = False
-    inflight: int = 0
-
-    @classmethod
-    def from_settings(cls, settings: Shedding) -> Overload:
-        return cls(settings.loop_lag_seconds, settings.max_inflight)
-
-    def observe_lag(self, lag: float) -> bool:
-        """Take one probe's lag in seconds; True when shedding for lag started or stopped."""
-        if self.lag_threshold <= 0:
-            return False
-        sample = min(max(lag, 0.0), CLIP * self.lag_threshold)
-        self.smoothed_lag += SMOOTHING * (sample - self.smoothed_lag)
-        if not self.lagging and self.smoothed_lag >= self.lag_threshold:
-            self.lagging = True
-            return True
-        if self.lagging and self.smoothed_lag < STOP_FRACTION * self.lag_threshold:
-            self.lagging = False
-            return True
-        return False
-
-    def refusal(self) -> str | None:
-        """Why a new request is refused now (loop_lag | inflight), or None to admit it."""
-        if self.lagging:
-            return "loop_lag"
-        if self.inflight >= self.max_inflight:
-            return "inflight"
-        return None
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -1,4 +1,4 @@
-"""The overload decision of load shedding, sample by sample (service/shedding.py)."""
+"""The overload decision of load shedding, sample by sample (service/overload.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from service.config import Config
 from service.errors import ConfigError
-from service.shedding import Overload
+from service.overload import Overload
 
 THRESHOLD = 0.05
 

@@ -2,13 +2,14 @@
 was last used.
 
 The tool-call path only adds one to a counter in this process (`record_call`: no I/O, no
-round trip). A background task of each replica adds its counts to `approval_activity` on the
-primary pool about once a second, in one upsert statement that sums into the rows other
-replicas write too, so what the approvals page reads is the total over every replica, at
-most a flush interval late. A failed flush keeps its counts for the next try; pending counts
-are bounded (`MAX_PENDING`), and a call that finds the bound reached is dropped and counted
-in `dropped`. The last counts are flushed when the app shuts down. Rows older than
-`RETENTION` are deleted by the flusher now and then.
+round trip; the counters are service/auth/activity_counts.py's). A background task of each
+replica adds its counts to `approval_activity` on the primary pool about once a second, in
+one upsert statement that sums into the rows other replicas write too, so what the
+approvals page reads is the total over every replica, at most a flush interval late. A
+failed flush keeps its counts for the next try; pending counts are bounded (`MAX_PENDING`),
+and a call that finds the bound reached is dropped and counted in `dropped`. The last
+counts are flushed when the app shuts down. Rows older than `RETENTION` are deleted by the
+flusher now and then.
 
 `read_approval_activity` is what pages and commands read: per approval, calls per tool in
 the last 24 hours and 7 days (whole hours: the current hour and the 23 or 167 before it)
@@ -22,36 +23,22 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 from aiohttp import web
 
+from service.auth.activity_counts import RETENTION, ActivityRecorder
 from service.keys import ACTIVITY, CALLER, DB_POOL
 
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 1.0
 SHUTDOWN_FLUSH_SECONDS = 5.0
-MAX_PENDING = 10_000  # (approval, tool, hour) counters held between flushes, at most
-RETENTION = timedelta(days=31)  # longer than the longest approval expiry (30 days)
 PRUNE_EVERY_SECONDS = 600.0
 
-_HOUR = 3600
-
-_UPSERT = """
-    INSERT INTO approval_activity (approval_id, hour, tool, calls, last_call_at)
-    SELECT u.approval_id, to_timestamp(u.hour * 3600), u.tool, u.calls, to_timestamp(u.last)
-      FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::float8[])
-           AS u (approval_id, hour, tool, calls, last)
-     -- an approval deleted since its calls (its account was deleted) takes them along
-     WHERE EXISTS (SELECT 1 FROM approvals a WHERE a.id = u.approval_id)
-    ON CONFLICT (approval_id, hour, tool) DO UPDATE
-       SET calls = approval_activity.calls + EXCLUDED.calls,
-           last_call_at = greatest(approval_activity.last_call_at, EXCLUDED.last_call_at)
-"""
 _PRUNE = "DELETE FROM approval_activity WHERE hour < now() - $1::interval"
 _READ = """
     SELECT approval_id, tool,
@@ -80,71 +67,6 @@ class ApprovalActivity:
 
     last_used: datetime | None = None
     tools: tuple[ToolCalls, ...] = ()
-
-
-@dataclass(slots=True)
-class _Count:
-    calls: int
-    last: float
-
-
-@dataclass
-class ActivityRecorder:
-    """This process's counts since the last flush."""
-
-    clock: Callable[[], float] = time.time
-    dropped: int = 0
-    _pending: dict[tuple[uuid.UUID, int, str], _Count] = field(default_factory=dict)
-
-    def record(self, approval_id: uuid.UUID, tool: str) -> None:
-        now = self.clock()
-        key = (approval_id, int(now // _HOUR), tool)
-        count = self._pending.get(key)
-        if count is not None:
-            count.calls += 1
-            count.last = max(count.last, now)
-        elif len(self._pending) < MAX_PENDING:
-            self._pending[key] = _Count(1, now)
-        else:
-            self.dropped += 1
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    async def flush(self, db: asyncpg.Pool | asyncpg.Connection) -> int:
-        """Add the pending counts to the table (one statement); the number of rows sent.
-        On failure the counts go back to pending (within the bound) and the error is raised."""
-        if not self._pending:
-            return 0
-        batch, self._pending = self._pending, {}
-        # One order for every replica: concurrent upserts of the same rows cannot deadlock.
-        keys = sorted(batch)
-        try:
-            await db.execute(
-                _UPSERT,
-                [k[0] for k in keys],
-                [k[1] for k in keys],
-                [k[2] for k in keys],
-                [batch[k].calls for k in keys],
-                [batch[k].last for k in keys],
-            )
-        except BaseException:
-            self._restore(batch)
-            raise
-        return len(keys)
-
-    def _restore(self, batch: dict[tuple[uuid.UUID, int, str], _Count]) -> None:
-        oldest = int(self.clock() // _HOUR) - int(RETENTION.total_seconds() // _HOUR)
-        for key, count in batch.items():
-            current = self._pending.get(key)
-            if current is not None:
-                current.calls += count.calls
-                current.last = max(current.last, count.last)
-            elif len(self._pending) < MAX_PENDING and key[1] >= oldest:
-                self._pending[key] = count
-            else:
-                self.dropped += count.calls
 
 
 def record_call(request: web.Request, tool: str | None) -> None:

@@ -21,10 +21,10 @@ from typing import TextIO
 import asyncpg
 import msgspec
 
-from service.auth.passwords import hash_password
 from service.cli.database_command import refuse, run_on_database
 from service.config import Config
 from service.errors import AccountRefused
+from service.passwords import hash_password
 
 _PROG = "elova-mcp account"
 MIN_PASSWORD_LENGTH = 8

@@ -1,4 +1,5 @@
-"""The Redis connection: one client per app, in `app[REDIS]` (None without Redis settings).
+"""The Redis clients of the admission, one a mode: `redis_ctx` (service/limits/__init__.py)
+gives an app one, in `app[REDIS]` (None without Redis settings).
 
 ELOVA_REDIS_MODE picks the client: `standalone` a `redis.asyncio.Redis` on ELOVA_REDIS_URL;
 `cluster` a `RedisCluster` that discovers the cluster from the node ELOVA_REDIS_URL names
@@ -17,19 +18,14 @@ connects at start: the service starts and stays ready while Redis is down.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
-from aiohttp import web
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
-
-from service.config import Config, RedisEngine
-from service.keys import CONFIG, REDIS
 
 # Connect and read timeouts (the default of ELOVA_REDIS_TIMEOUT_MS). An admission script runs
 # in well under a millisecond, and a refused connection fails at once whatever this is; the
@@ -102,34 +98,3 @@ class SentinelClient:
         await self.master.aclose()
         for sentinel in self.sentinel.sentinels:
             await sentinel.aclose()
-
-
-async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Cleanup context: the client lives as long as the app; closed after the admission."""
-    cfg: Config = app[CONFIG]
-    engine: RedisEngine = cfg.redis_engine
-    timeout = cfg.limits.redis_timeout_seconds
-    closing: Any
-    if engine.mode == "sentinel":
-        assert engine.sentinel_master is not None
-        sentinel = SentinelClient(
-            engine.sentinels,
-            engine.sentinel_master,
-            cfg.redis_url,
-            timeout=timeout,
-            sentinel_password=engine.sentinel_password,
-        )
-        client: RedisClient | None = sentinel.master
-        closing = sentinel
-    elif cfg.redis_url is None:
-        client = closing = None
-    elif engine.mode == "cluster":
-        client = closing = make_cluster_client(cfg.redis_url, timeout=timeout)
-    else:
-        client = closing = make_client(cfg.redis_url, timeout=timeout)
-    app[REDIS] = client
-    try:
-        yield
-    finally:
-        if closing is not None:
-            await closing.aclose()

@@ -17,8 +17,8 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
-from service.auth.passwords import hash_password
 from service.errors import LoadError, ValidationError
+from service.passwords import hash_password
 from service.rules.fields import Instant, NonEmpty
 from service.rules.inventory import (
     MAX_NODES,

@@ -13,8 +13,9 @@ import aiohttp
 import asyncpg
 import pytest
 
-from service.auth import activity
-from service.auth.activity import ActivityRecorder, read_approval_activity
+from service.auth import activity, activity_counts
+from service.auth.activity import read_approval_activity
+from service.auth.activity_counts import ActivityRecorder
 from service.keys import DB_POOL
 from tests.oauth.flow import bearer, seed_account, tool_call
 from tests.support.server import InProcessServer
@@ -85,7 +86,7 @@ async def test_a_failed_flush_keeps_its_counts(
 
 
 def test_pending_counts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(activity, "MAX_PENDING", 2)
+    monkeypatch.setattr(activity_counts, "MAX_PENDING", 2)
     recorder = ActivityRecorder()
     approval = uuid.uuid4()
     for tool in ("a", "b", "c"):

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from service.auth.activity import ActivityRecorder
+from service.auth.activity_counts import ActivityRecorder
 from service.cli.approve import approve
 from service.config import Config
 from service.errors import ApprovalRefused

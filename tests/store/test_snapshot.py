@@ -10,8 +10,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from service.auth.passwords import verify_password
 from service.errors import LoadError
+from service.passwords import verify_password
 from service.rules.inventory import MAX_INVENTORY_BYTES
 from service.store.snapshot import load_snapshot
 from tests.support.snapshots import ABSENT, Snapshot, document, member, new_id, node

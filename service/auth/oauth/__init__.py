@@ -6,6 +6,7 @@ the approvals page, the token and revocation endpoints. One concern a module:
     clients.py        registered clients and the redirect-URI rules (RFC 8252)
     client_auth.py    client authentication at /token and /revoke
     cimd.py           Client ID Metadata Documents: validation, cache, stored client
+    client_lookup.py  the client a client_id names at /authorize, /token, /revoke
     cimd_fetch.py     the SSRF-guarded fetch of a metadata document
     names.py          client name and registered scope, cleaned and checked
     cors.py           CORS for /register, /token, /revoke and the metadata documents
@@ -38,7 +39,7 @@ from service.auth.oauth import (
     signin,
     token,
 )
-from service.auth.oauth.cimd import metadata_clients_ctx
+from service.auth.oauth.client_lookup import metadata_clients_ctx
 from service.auth.oauth.cors import add_cors_routes, with_cors
 from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.pages import setup_pages

@@ -14,12 +14,9 @@ Caching: a fetched document is reused for its `Cache-Control: max-age` (`no-stor
 a refused fetch is remembered for 30 seconds so a page reload cannot make the server fetch
 in a loop. The cache is per process and bounded (1000 documents): a replica sees a
 changed document within the ceiling, and the stored row (what `/token` and the approvals
-read) is rewritten on every fetch, so every replica agrees with the last fetch.
-`/token` and `/revoke` resolve a URL client the same way (through the cache), so a
-document that became unacceptable stops its client there too (`invalid_client`). Only when
-the document's host does not answer (timeout, unreachable, 5xx) do they fall back to the
-stored row of a document accepted before: a CDN outage must not force every person to
-approve again. A URL that never passed `/authorize` has no row and is an unknown client.
+read) is rewritten on every fetch, so every replica agrees with the last fetch. Which
+endpoint asks for which client, and when `/token` falls back to the stored row:
+service/auth/oauth/client_lookup.py.
 """
 
 from __future__ import annotations
@@ -28,26 +25,24 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
 import msgspec
-from aiohttp import hdrs, web
+from aiohttp import hdrs
 
 from service.auth.oauth.cimd_fetch import fetch_document, new_session
 from service.auth.oauth.clients import (
     CLIENT_COLUMNS,
     Client,
     client_of,
-    load_client,
     redirect_uri_problem,
 )
 from service.auth.oauth.names import clean_client_name, registered_scope
 from service.errors import FetchRefused
-from service.keys import CONFIG, METADATA_CLIENTS
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 MAX_REDIRECT_URIS = 10
@@ -208,39 +203,3 @@ class MetadataClients:
         if ttl > 0:
             self._remember(url, time.monotonic() + ttl, client)
         return client
-
-
-async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:
-    cfg = app[CONFIG]
-    app[METADATA_CLIENTS] = MetadataClients(
-        allow_private=cfg.oauth_cimd_allow_private,
-        ceiling_seconds=float(cfg.oauth_cimd_cache_max_seconds),
-    )
-    yield
-    await app[METADATA_CLIENTS].close()
-
-
-async def token_client(
-    app: web.Application, conn: asyncpg.Connection | asyncpg.Pool, client_id: str
-) -> Client | None:
-    """The metadata-document client calling `/token` or `/revoke` (see the module notes), or
-    None when it is unknown here; FetchRefused when its document is now refused."""
-    stored = await load_client(conn, client_id)
-    if stored is None:
-        return None
-    try:
-        return await app[METADATA_CLIENTS].client(conn, client_id)
-    except FetchRefused as err:
-        if err.transient:
-            return stored
-        raise
-
-
-async def authorizing_client(
-    app: web.Application, conn: asyncpg.Connection | asyncpg.Pool, client_id: str
-) -> Client | None:
-    """The client an authorization request names: a registered one, or the client of a
-    metadata document (raising FetchRefused when its document is not acceptable)."""
-    if is_metadata_client_id(client_id):
-        return await app[METADATA_CLIENTS].client(conn, client_id)
-    return await load_client(conn, client_id) if len(client_id) <= 200 else None

@@ -6,8 +6,8 @@ either as `client_secret` in the form or in `Authorization: Basic` (URL-encoded 
 secret); either way is accepted whichever it registered. Every failure is 401
 `invalid_client`, so clients that lost their registration (or were given one another
 replica forgot) register again: an unknown or deleted client, a missing or wrong secret,
-two different ids, a metadata document that is now refused (`cimd.token_client`). The
-secret is compared as its SHA-256, in constant time.
+two different ids, a metadata document that is now refused (`client_lookup.token_client`).
+The secret is compared as its SHA-256, in constant time.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import asyncpg
 from aiohttp import hdrs, web
 from multidict import MultiMapping
 
-from service.auth.oauth.cimd import is_metadata_client_id, token_client
+from service.auth.oauth.cimd import is_metadata_client_id
+from service.auth.oauth.client_lookup import token_client
 from service.auth.oauth.clients import Client, load_client
 from service.auth.oauth.registration import hash_client_secret
 from service.auth.oauth.responses import single

@@ -5,9 +5,10 @@ re-validated each time, so nothing about a pending request is stored. Validation
 kinds of refusal (RFC 6749 §4.1.2.1): until the client and an exactly registered redirect
 URI are known, errors are shown on a page (`PageRefusal`) and never redirected; after that,
 errors go back to the redirect URI (`RedirectRefusal`) with `state` and `iss`. A client id
-that is a URL is resolved through its metadata document (`cimd`); a document that cannot be
-fetched or is not acceptable is a page refusal naming why. The redirect URI is the one the
-request sent (for a loopback URI its port may differ from the registered one).
+that is a URL is resolved through its metadata document (`client_lookup`, `cimd`); a
+document that cannot be fetched or is not acceptable is a page refusal naming why. The
+redirect URI is the one the request sent (for a loopback URI its port may differ from the
+registered one).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from service.auth.caller import ALL_SCOPES
-from service.auth.oauth.cimd import authorizing_client
+from service.auth.oauth.client_lookup import authorizing_client
 from service.auth.oauth.clients import Client, matches_registered
 from service.auth.oauth.responses import single
 from service.errors import FetchRefused, OAuthError, PageRefusal, RedirectRefusal

@@ -33,8 +33,8 @@ from service.auth.oauth.pages import (
     see_other,
     unreadable_form,
 )
-from service.auth.passwords import hash_password, verify_password
 from service.keys import CONFIG, DB_POOL, METRICS
+from service.passwords import hash_password, verify_password
 
 _CSRF_COOKIE = "elova_signin"
 _CSRF_MAX_AGE = 3600
