@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from aiohttp import StreamReader, web
+from aiohttp import StreamReader, hdrs, web
 from yarl import URL
 
 from service.config import Config, Connections
@@ -264,7 +264,7 @@ def _body_too_slow(request: web.Request) -> web.Response:
     request.content.set_exception(BodyTimeout())  # aiohttp reads no more of it
     request.app[METRICS].connection_cut("body_timeout")
     response = web.Response(
-        body=_BODY_TIMEOUT, status=408, headers={"Content-Type": "application/json"}
+        body=_BODY_TIMEOUT, status=408, headers={hdrs.CONTENT_TYPE: "application/json"}
     )
     response.force_close()
     return response

@@ -25,8 +25,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
+from service import headers as h
 from service.auth.oauth.metadata import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
 from service.keys import CONFIG, METRICS, OVERLOAD
 from service.overload import Overload
@@ -52,8 +53,10 @@ REFUSALS: dict[str, bytes] = {
     REGISTER_PATH: _OAUTH_REFUSAL,
     REVOKE_PATH: _OAUTH_REFUSAL,
 }
-REQUEST_ID_HEADER = "X-Request-Id"
-_HEADERS = {"Retry-After": str(RETRY_AFTER_SECONDS), "Content-Type": "application/json"}
+_HEADERS: dict[str, str] = {
+    hdrs.RETRY_AFTER: str(RETRY_AFTER_SECONDS),
+    hdrs.CONTENT_TYPE: "application/json",
+}
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -71,7 +74,7 @@ async def shed_overload(request: web.Request, handler: Handler) -> web.StreamRes
     if reason is None:
         return await handler(request)
     request.app[METRICS].request_shed(reason)
-    headers = {**_HEADERS, REQUEST_ID_HEADER: uuid.uuid4().hex}
+    headers = {**_HEADERS, h.REQUEST_ID: uuid.uuid4().hex}
     return web.Response(body=body, status=503, headers=headers)
 
 
