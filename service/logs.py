@@ -23,7 +23,6 @@ import re
 import sys
 import time
 import traceback
-import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from aiohttp import web
 
 from service import headers as h
 from service.keys import CALLER, METRICS, REQUEST_ID
+from service.request_ids import new_request_id
 
 ACCESS = logging.getLogger("elova.access")
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def current_request_id() -> str | None:
 
 def _request_id_for(request: web.Request) -> str:
     incoming = request.headers.get(h.REQUEST_ID, "")
-    return incoming if _INCOMING_ID.match(incoming) else uuid.uuid4().hex
+    return incoming if _INCOMING_ID.match(incoming) else new_request_id()
 
 
 def _route_of(request: web.Request) -> str | None:

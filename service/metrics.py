@@ -106,6 +106,9 @@ LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 LOOP_PROBE_SECONDS = 0.5
 
 
+_KNOWN_LABEL_SETS = 4096  # remembered argument tuples a method (more are looked up)
+
+
 def bounded(value: str | None, allowed: Iterable[str], *, absent: str = NONE) -> str:
     """The label value itself when it is one of the fixed set, else "other"."""
     if value is None or value == "":
@@ -257,6 +260,10 @@ class Metrics:
         ProcessCollector(registry=reg)
         self._routes: frozenset[str] = frozenset()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        # The children each call of observe_rpc / observe_http touches, by its arguments
+        # (one dict lookup a request instead of bounding and looking up every label).
+        self._rpc_children: dict[tuple[str, str | None, str], tuple[Any, Any, Any]] = {}
+        self._http_children: dict[tuple[str | None, str, int], tuple[Any, Any]] = {}
         self._prefill()
         if cfg is not None:
             self.set_limits(cfg)
@@ -305,14 +312,25 @@ class Metrics:
     ) -> None:
         """One JSON-RPC request answered. outcome: ok | tool_error:<CODE> | protocol_error |
         auth_error | limited | error."""
-        kind, _, code = outcome.partition(":")
-        method_label = bounded(method, METHODS)
-        tool_label = bounded(tool, TOOLS)
-        kind_label = bounded(kind, OUTCOMES)
-        code_label = bounded(code, TOOL_ERROR_CODES) if kind_label == "tool_error" else NONE
-        self._child(self.requests, method_label, tool_label, kind_label, code_label).inc()
-        self._child(self.latency, method_label, tool_label).observe(max(seconds, 0.0))
-        self._child(self.response_size, method_label, tool_label).observe(max(response_bytes, 0))
+        key = (method, tool, outcome)
+        children = self._rpc_children.get(key)
+        if children is None:
+            kind, _, code = outcome.partition(":")
+            method_label = bounded(method, METHODS)
+            tool_label = bounded(tool, TOOLS)
+            kind_label = bounded(kind, OUTCOMES)
+            code_label = bounded(code, TOOL_ERROR_CODES) if kind_label == "tool_error" else NONE
+            children = (
+                self._child(self.requests, method_label, tool_label, kind_label, code_label),
+                self._child(self.latency, method_label, tool_label),
+                self._child(self.response_size, method_label, tool_label),
+            )
+            if len(self._rpc_children) < _KNOWN_LABEL_SETS:  # bounded: a method is any text
+                self._rpc_children[key] = children
+        requests, latency, size = children
+        requests.inc()
+        latency.observe(max(seconds, 0.0))
+        size.observe(max(response_bytes, 0))
 
     def request_started(self) -> None:
         """An admitted request starts (in-flight gauge +1)."""
@@ -324,7 +342,7 @@ class Metrics:
 
     def limit_refused(self, limit: str) -> None:
         """A 429: limit is global | account | approval | account_daily."""
-        self.refusals.labels(bounded(limit, LIMITS)).inc()
+        self._child(self.refusals, bounded(limit, LIMITS)).inc()
 
     def limiter_degraded(self, degraded: bool) -> None:
         """Shared (Redis) limits unavailable → per-process limits."""
@@ -333,7 +351,7 @@ class Metrics:
     def auth_failed(self, reason: str) -> None:
         """A 401/403: reason is missing | malformed | expired | signature | audience | issuer |
         revoked | approval_expired | insufficient_scope | other."""
-        self.auth_failures.labels(bounded(reason, AUTH_REASONS)).inc()
+        self._child(self.auth_failures, bounded(reason, AUTH_REASONS)).inc()
 
     def token_issued(self, grant: str) -> None:
         """grant: authorization_code | refresh_token | operator."""
@@ -357,14 +375,24 @@ class Metrics:
 
     def observe_http(self, route: str | None, method: str, status: int, seconds: float) -> None:
         """One HTTP request on the main listener (route: the matched route template)."""
-        route_label = bounded(route, self._routes, absent=OTHER)
-        self._child(
-            self.http_requests,
-            route_label,
-            bounded(method, HTTP_METHODS),
-            http_status_label(status),
-        ).inc()
-        self._child(self.http_latency, route_label).observe(max(seconds, 0.0))
+        key = (route, method, status)
+        children = self._http_children.get(key)
+        if children is None:
+            route_label = bounded(route, self._routes, absent=OTHER)
+            children = (
+                self._child(
+                    self.http_requests,
+                    route_label,
+                    bounded(method, HTTP_METHODS),
+                    http_status_label(status),
+                ),
+                self._child(self.http_latency, route_label),
+            )
+            if len(self._http_children) < _KNOWN_LABEL_SETS:
+                self._http_children[key] = children
+        requests, latency = children
+        requests.inc()
+        latency.observe(max(seconds, 0.0))
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, remembered: label values here are bounded sets, and

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import hdrs, web
@@ -31,6 +30,7 @@ from service import headers as h
 from service.auth.oauth.metadata import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
 from service.keys import CONFIG, METRICS, OVERLOAD
 from service.overload import Overload
+from service.request_ids import new_request_id
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ async def shed_overload(request: web.Request, handler: Handler) -> web.StreamRes
     if reason is None:
         return await handler(request)
     request.app[METRICS].request_shed(reason)
-    headers = {**_HEADERS, h.REQUEST_ID: uuid.uuid4().hex}
+    headers = {**_HEADERS, h.REQUEST_ID: new_request_id()}
     return web.Response(body=body, status=503, headers=headers)
 
 

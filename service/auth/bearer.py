@@ -87,13 +87,32 @@ def challenge(err: AuthError, cfg: Config) -> str:
     No credentials at all: no error code (RFC 6750 §3.1), the resource metadata and every
     scope a client can ask for (the MCP authorization specification's scope selection).
     A bad, expired or revoked token: `invalid_token`. Too few scopes: `insufficient_scope`
-    naming the scopes the call needs.
+    naming the scopes the call needs. The values are few (a refusal's text is fixed by its
+    cause): each is made once (`_CHALLENGES`, bounded).
     """
-    parts = [f'resource_metadata="{cfg.public_url}{METADATA_PATH}"']
-    if isinstance(err, InvalidToken) and err.reason == "missing":
+    missing = isinstance(err, InvalidToken) and err.reason == "missing"
+    scope = err.required_scope if isinstance(err, InsufficientScope) else None
+    key = (cfg.public_url, missing, err.error, err.description, scope)
+    value = _CHALLENGES.get(key)
+    if value is None:
+        value = _challenge(cfg.public_url, missing, err.error, err.description, scope)
+        if len(_CHALLENGES) < _KNOWN_CHALLENGES:
+            _CHALLENGES[key] = value
+    return value
+
+
+_CHALLENGES: dict[tuple[str, bool, str, str, str | None], str] = {}
+_KNOWN_CHALLENGES = 1024
+
+
+def _challenge(
+    public_url: str, missing: bool, error: str, description: str, scope: str | None
+) -> str:
+    parts = [f'resource_metadata="{public_url}{METADATA_PATH}"']
+    if missing:
         parts.append(f'scope="{" ".join(ALL_SCOPES)}"')
         return "Bearer " + ", ".join(parts)
-    parts += [f'error="{err.error}"', f'error_description="{_quoted(err.description)}"']
-    if isinstance(err, InsufficientScope):
-        parts.append(f'scope="{_quoted(err.required_scope)}"')
+    parts += [f'error="{error}"', f'error_description="{_quoted(description)}"']
+    if scope is not None:
+        parts.append(f'scope="{_quoted(scope)}"')
     return "Bearer " + ", ".join(parts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from uuid import UUID
 
 WORKSPACES_READ = "workspaces:read"
@@ -32,7 +32,6 @@ class Caller:
     client_id: str
     scopes: frozenset[str]
     eligible: Mapping[UUID, str]
-    eligible_digest: bytes = field(default=b"", compare=False)
     confirmed: bool = True
 
     @classmethod
@@ -46,8 +45,7 @@ class Caller:
         scopes: frozenset[str],
         eligible: Mapping[UUID, str],
     ) -> Caller:
-        digest = hashlib.sha256(b"".join(sorted(w.bytes for w in eligible))).digest()[:16]
-        return cls(account_id, approval_id, generation, client_id, scopes, dict(eligible), digest)
+        return cls(account_id, approval_id, generation, client_id, scopes, dict(eligible))
 
     @classmethod
     def pending(
@@ -60,7 +58,15 @@ class Caller:
         scopes: frozenset[str],
     ) -> Caller:
         """The caller a verified token names, before its approval row is read."""
-        return cls(account_id, approval_id, generation, client_id, scopes, {}, b"", False)
+        return cls(account_id, approval_id, generation, client_id, scopes, {}, False)
+
+    @property
+    def eligible_digest(self) -> bytes:
+        """16 bytes naming the eligible set (a cursor is bound to it): computed when a
+        cursor needs it, not for every confirmed caller (a refused request needs none)."""
+        if not self.confirmed:
+            raise RuntimeError("the approval of this caller was not read yet")
+        return hashlib.sha256(b"".join(sorted(w.bytes for w in self.eligible))).digest()[:16]
 
     def role_in(self, workspace_id: UUID) -> str | None:
         if not self.confirmed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ class Admission:
         # Approvals the shared limiter refused for their rate budget: until the next token
         # (the script's own retry time) Redis would refuse them again, so this replica
         # answers those 429s itself (monotonic deadline, the script's decision, its time).
-        self._spent: dict[UUID, tuple[float, Decision, float]] = {}
+        self._spent: dict[UUID, _Spent] = {}
 
     @property
     def degraded(self) -> bool:
@@ -154,7 +155,7 @@ class Admission:
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
         spent = self._spent.get(caller.approval_id)
         if spent is not None:
-            refusal = self._still_spent(caller.approval_id, *spent)
+            refusal = self._still_spent(caller.approval_id, spent)
             if refusal is not None:
                 raise refusal
         decision: Decision | None = None
@@ -405,33 +406,40 @@ class Admission:
     def _remember_spent(self, approval_id: UUID, decision: Decision) -> None:
         if len(self._spent) >= _KNOWN_KEYS:
             self._spent.clear()
-        now = time.monotonic()
-        self._spent[approval_id] = (now + decision.retry_ms / 1000, decision, now)
+        self._spent[approval_id] = _Spent(time.monotonic(), decision)
 
-    def _still_spent(
-        self, approval_id: UUID, until: float, decision: Decision, decided: float
-    ) -> LimitExceeded | None:
+    def _still_spent(self, approval_id: UUID, spent: _Spent) -> LimitExceeded | None:
         """The 429 the shared limiter would answer now for an approval it refused for its
-        rate budget, or None once its next token is due (then Redis decides again)."""
+        rate budget, or None once its next token is due (then Redis decides again). Its
+        text and headers change once a second: they are made once a second."""
         now = time.monotonic()
-        if now >= until:
+        if now >= spent.until:
             del self._spent[approval_id]
             return None
-        budget = decision.budget
-        refilled = budget.tokens + (now - decided) * budget.per_minute / 60.0
-        later = Decision(
-            False,
-            Budget(
-                budget.per_minute,
-                refilled,
-                budget.daily_cap,
-                budget.daily_used,
-                max(0.0, budget.daily_reset_seconds - (now - decided)),
-            ),
-            APPROVAL,
-            max(1, round((until - now) * 1000)),
+        retry = max(1, math.ceil(spent.until - now))
+        if retry != spent.shown_retry:
+            budget = spent.decision.budget
+            elapsed = now - spent.decided
+            later = Decision(
+                False,
+                Budget(
+                    budget.per_minute,
+                    budget.tokens + elapsed * budget.per_minute / 60.0,
+                    budget.daily_cap,
+                    budget.daily_used,
+                    max(0.0, budget.daily_reset_seconds - elapsed),
+                ),
+                APPROVAL,
+                round((spent.until - now) * 1000),
+            )
+            spent.shown = self._refusal(later, True, count=False)
+            spent.shown_retry = retry
+        assert spent.shown is not None
+        self._metrics.limit_refused(APPROVAL)
+        shown = spent.shown
+        return LimitExceeded(
+            APPROVAL, shown.retry_after_seconds, shown.message, headers=shown.headers
         )
-        return self._refusal(later, True)
 
     def _unanswered(self) -> LimitExceeded:
         self._metrics.limit_refused(GLOBAL)
@@ -445,9 +453,10 @@ class Admission:
             GLOBAL, retry, "The shared limits did not answer in time.", headers=headers
         )
 
-    def _refusal(self, decision: Decision, shared: bool) -> LimitExceeded:
+    def _refusal(self, decision: Decision, shared: bool, *, count: bool = True) -> LimitExceeded:
         limit = decision.limit or GLOBAL
-        self._metrics.limit_refused(limit)
+        if count:
+            self._metrics.limit_refused(limit)
         if shared:
             caps = (self.limits.global_concurrency, self.limits.account_concurrency)
         else:
@@ -458,6 +467,20 @@ class Admission:
             _message(limit, decision.budget, *caps),
             headers=decision.budget.headers(),
         )
+
+
+class _Spent:
+    """An approval refused for its rate budget: when (monotonic) its next token is due,
+    the script's decision and when it was made, and the refusal last shown for it."""
+
+    __slots__ = ("decided", "decision", "shown", "shown_retry", "until")
+
+    def __init__(self, decided: float, decision: Decision) -> None:
+        self.decided = decided
+        self.decision = decision
+        self.until = decided + decision.retry_ms / 1000
+        self.shown: LimitExceeded | None = None
+        self.shown_retry = 0
 
 
 def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> str:

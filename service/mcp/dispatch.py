@@ -16,8 +16,7 @@ else is wrong with the request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from service import headers as h
@@ -153,12 +152,23 @@ async def _answer(call: Call) -> Answer:
         await open_session(call)
     if call.id is None:
         return Answer(b"", 202)
-    async with _admitted(call) as admitted:
-        try:
-            answer = await _method(call)(call)
-        except Exception as err:
-            answer = answers.failure(call.app, call.request_id, call.id, err)
-    answer.headers.update(admitted)
+    admission = call.app.get(ADMISSION)
+    grant = None if admission is None else await admission.acquire(call.request_id, call.caller)
+    metrics = call.app[METRICS]
+    metrics.request_started()
+    try:
+        answer = await _method(call)(call)
+    except Exception as err:
+        answer = answers.failure(call.app, call.request_id, call.id, err)
+    finally:
+        metrics.request_finished()
+        if admission is not None and grant is not None:
+            # The answer leaves once Redis freed the slot: the caller's next request may
+            # reach another replica at once. The release is queued before the (bounded)
+            # wait, so a client that disconnects (a cancelled handler) cannot leak it.
+            await admission.release(grant)
+    if grant is not None:
+        answer.headers.update(grant.headers())  # RateLimit-Policy / RateLimit
     return answer
 
 
@@ -180,30 +190,6 @@ def _requested_tool(call: Call) -> Tool[Any] | None:
     if call.method != "tools/call" or not isinstance(params, p.CallToolParams):
         return None
     return call.app[CATALOG].tool(params.name)
-
-
-@asynccontextmanager
-async def _admitted(call: Call) -> AsyncIterator[dict[str, str]]:
-    """Hold the caller's limits while the method answers (LimitExceeded: 429); yields the
-    RateLimit headers of the answer."""
-    admission = call.app.get(ADMISSION)
-    metrics = call.app[METRICS]
-    grant = None
-    if admission is not None:
-        grant = await admission.acquire(call.request_id, call.caller)
-    headers: dict[str, str] = {}
-    metrics.request_started()
-    try:
-        yield headers
-        if grant is not None:
-            headers.update(grant.headers())
-    finally:
-        metrics.request_finished()
-        if admission is not None and grant is not None:
-            # The answer leaves once Redis freed the slot: the caller's next request may
-            # reach another replica at once. The release is queued before the (bounded)
-            # wait, so a client that disconnects (a cancelled handler) cannot leak it.
-            await admission.release(grant)
 
 
 async def open_session(call: Call) -> Session:

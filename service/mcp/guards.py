@@ -3,6 +3,7 @@ and the bounded body read. Each is a pure function of headers (or a capped read)
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -59,8 +60,24 @@ def _hostname(url: str) -> str | None:
 
 
 def accepts_json(accept: str | None) -> bool:
-    """Absent Accept means anything; otherwise a range covering application/json, not q=0."""
-    if accept is None or not accept.strip():
+    """Absent Accept means anything; otherwise a range covering application/json, not q=0.
+    Clients send a few Accept values over and over: each answer is remembered (bounded)."""
+    if accept is None:
+        return True
+    known = _ACCEPTS.get(accept)
+    if known is None:
+        known = _accepts_json(accept)
+        if len(_ACCEPTS) < _KNOWN_ACCEPTS:
+            _ACCEPTS[accept] = known
+    return known
+
+
+_ACCEPTS: dict[str, bool] = {}
+_KNOWN_ACCEPTS = 256
+
+
+def _accepts_json(accept: str) -> bool:
+    if not accept.strip():
         return True
     for item in accept.split(","):
         media, *params = (part.strip() for part in item.split(";"))
@@ -89,8 +106,14 @@ def is_json_content(request: web.Request) -> bool:
 async def read_bounded(request: web.Request, limit: int) -> bytes | None:
     """The body, or None when it is over `limit` bytes: Content-Length is checked first, and a
     chunked body is read at most one byte past the bound."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
+    length = request.content_length
+    if length is not None:
+        if length > limit:
+            return None
+        try:
+            return await request.content.readexactly(length) if length else b""
+        except asyncio.IncompleteReadError as err:
+            return err.partial  # the client closed early: answered as the JSON it sent
     body = bytearray()
     while True:
         chunk = await request.content.read(limit + 1 - len(body))

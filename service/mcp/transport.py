@@ -11,7 +11,6 @@ never SSE; notifications get 202 with no body.
 from __future__ import annotations
 
 import time
-import uuid
 
 from aiohttp import hdrs, web
 
@@ -25,6 +24,7 @@ from service.mcp import answers, guards
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
 from service.mcp.rpc import Answer, Call
+from service.request_ids import new_request_id
 
 ALLOWED_METHODS = "POST, DELETE, OPTIONS"
 EXPOSED_HEADERS = ", ".join(
@@ -51,7 +51,7 @@ PREFLIGHT_HEADERS = ", ".join(
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    rid = request.get(REQUEST_ID) or uuid.uuid4().hex
+    rid = request.get(REQUEST_ID) or new_request_id()
     request[REQUEST_ID] = rid
     cfg = request.app[CONFIG]
     origin = request.headers.get(hdrs.ORIGIN)
