@@ -23,6 +23,9 @@ from tests.support.services import (
     new_redis_prefix,
 )
 
+# Fixtures more than one package uses, kept in modules of their own.
+pytest_plugins = ["tests.support.access_log"]
+
 
 @pytest.fixture(scope="session")
 def test_database() -> Iterator[TestDatabase]:

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -30,7 +30,7 @@ from service.auth.tokens import (
 from service.config import Config
 from service.errors import InvalidToken
 from service.keys import DB_POOL, METRICS
-from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, JsonFormatter, RefusalSampler
+from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, RefusalSampler
 from service.metrics import PREFIX
 from tests.auth.helpers import b64, sign, unverified
 from tests.oauth.flow import bearer, seed_account, tool_call
@@ -222,19 +222,6 @@ def test_the_memory_of_refusals_is_bounded_and_spares_verified_tokens(
 
 
 # ---- on the wire ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def access_lines() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(JsonFormatter())
-    old_level = ACCESS.level
-    ACCESS.addHandler(handler)
-    ACCESS.setLevel(logging.DEBUG)
-    yield buffer
-    ACCESS.removeHandler(handler)
-    ACCESS.setLevel(old_level)
 
 
 async def _call(http: aiohttp.ClientSession, url: str, token: str) -> tuple[int, str, str]:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from service.headers import REQUEST_ID as REQUEST_ID_HEADER
-from service.logs import ACCESS, JsonFormatter, redact, redact_text
+from service.logs import JsonFormatter, redact, redact_text
 from tests.ops.conftest import StartApp
 from tests.ops.serve_process import ServeProcess
 
@@ -55,19 +53,6 @@ def test_fields_named_like_credentials_are_replaced() -> None:
     }
     assert redact("count", 3) == 3
     assert len(redact("note", "x" * 5000)) <= 2001
-
-
-@pytest.fixture
-def access_lines() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(JsonFormatter())
-    old_level = ACCESS.level
-    ACCESS.addHandler(handler)
-    ACCESS.setLevel(logging.DEBUG)
-    yield buffer
-    ACCESS.removeHandler(handler)
-    ACCESS.setLevel(old_level)
 
 
 def _lines(buffer: io.StringIO) -> list[dict[str, Any]]:
