@@ -29,16 +29,7 @@ from service.auth.caller import Caller
 from service.errors import STORE_FAILED, InsufficientScope, InvalidToken, Unavailable
 from service.store.reads.approvals import read_approval_state
 
-
-class ApprovalRead(Protocol):
-    def __call__(
-        self, approval_id: uuid.UUID, *, patient: bool = False
-    ) -> Awaitable[Mapping[str, Any] | None]: ...
-
-
-# How long the next read of an approval waits for more requests to share it when nobody in
-# its batch is waiting for an answer to give (all of them are refusals already decided).
-PATIENCE_SECONDS = 0.002
+ApprovalRead = Callable[[uuid.UUID], Awaitable[Mapping[str, Any] | None]]
 UNAVAILABLE_MESSAGE = "Authorization is temporarily unavailable; retry shortly"
 
 
@@ -73,17 +64,15 @@ class Authorization:
         self._required = (tool, scope)
         self._check_scope()
 
-    async def confirm(self, *, patient: bool = False) -> Caller:
-        """Read the approval on its own unless already confirmed (AuthError, Unavailable).
-        `patient`: the request is refused whatever the approval says (only a 401 or 403
-        could replace its answer), so its read may wait a moment to be shared."""
+    async def confirm(self) -> Caller:
+        """Read the approval on its own unless already confirmed (AuthError, Unavailable)."""
         if self._caller.confirmed:
             return self._caller
         if self._refusal is not None:
             raise self._refusal
         if self._read is None:
             raise RuntimeError("this authorization cannot read approvals")
-        return self.confirm_from(await self._read(self._caller.approval_id, patient=patient))
+        return self.confirm_from(await self._read(self._caller.approval_id))
 
     def confirm_from(self, row: Mapping[str, Any] | None) -> Caller:
         """Confirm a pending caller from `approval_state` columns (None: no such approval)."""
@@ -121,9 +110,7 @@ class ApprovalReads:
     starts after the current one ends and answers all of them. Each answer therefore comes
     from a read that began after its request arrived (a revocation committed before a
     request is seen by it), and an approval flooding one replica costs one read at a time
-    instead of one a request. A batch whose requests are all `patient` (refusals waiting
-    only for their 401 check) waits PATIENCE_SECONDS before its read, so a flood shares it
-    more widely; a request that is not patient never waits for that."""
+    instead of one a request."""
 
     def __init__(
         self, pool: Callable[[], asyncpg.Pool], timer: DependencyTimer, timeout: float
@@ -132,33 +119,23 @@ class ApprovalReads:
         self._timer = timer
         self._timeout = timeout
         self._next: dict[uuid.UUID, asyncio.Future[Mapping[str, Any] | None]] = {}
-        self._urgent: set[uuid.UUID] = set()  # the next read has a request not patient
         self._reading: set[uuid.UUID] = set()
 
-    async def read(
-        self, approval_id: uuid.UUID, *, patient: bool = False
-    ) -> Mapping[str, Any] | None:
-        loop = asyncio.get_running_loop()
+    async def read(self, approval_id: uuid.UUID) -> Mapping[str, Any] | None:
         waiting = self._next.get(approval_id)
         if waiting is None:
-            waiting = self._next[approval_id] = loop.create_future()
+            waiting = self._next[approval_id] = asyncio.get_running_loop().create_future()
             waiting.add_done_callback(_retrieve)
-        if not patient:
-            self._urgent.add(approval_id)
-        if approval_id not in self._reading:
-            self._reading.add(approval_id)
-            loop.create_task(self._read_while_waited(approval_id))
+            if approval_id not in self._reading:
+                self._reading.add(approval_id)
+                asyncio.get_running_loop().create_task(self._read_while_waited(approval_id))
         # shield: a request that goes away (a client that disconnects) leaves the read to
         # the others waiting for it.
         return await asyncio.shield(waiting)
 
     async def _read_while_waited(self, approval_id: uuid.UUID) -> None:
         try:
-            while approval_id in self._next:
-                if approval_id not in self._urgent:
-                    await asyncio.sleep(PATIENCE_SECONDS)
-                waiting = self._next.pop(approval_id)
-                self._urgent.discard(approval_id)
+            while (waiting := self._next.pop(approval_id, None)) is not None:
                 try:
                     waiting.set_result(await self._read_once(approval_id))
                 except Exception as err:

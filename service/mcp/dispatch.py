@@ -136,7 +136,7 @@ async def dispatch(call: Call) -> Answer:
         # The tool did not reach its confirming statement (limits, arguments, a session):
         # the approval is read on its own, and a 401 or 403 replaces the answer.
         try:
-            await call.authorization.confirm(patient=answer.outcome != "ok")
+            await call.authorization.confirm()
         except Exception as err:
             return answers.failure(call.app, call.request_id, call.id, err)
     return answer

@@ -60,17 +60,3 @@ async def test_a_request_that_goes_away_leaves_the_read_to_the_others(hostile: H
     leaving.cancel()
     row = await staying
     assert row is not None and not row["revoked"]
-
-
-async def test_refusals_arriving_a_moment_apart_share_a_patient_read(hostile: Hostile) -> None:
-    """Requests already refused (patient: only a 401 could change their answer) wait a
-    moment before their read, so those arriving just after them share it."""
-    a = hostile.world.approvals["a"]
-    reads = hostile.app[APPROVAL_READS]
-    before = _reads(hostile)
-    first = asyncio.ensure_future(reads.read(a.approval_id, patient=True))
-    await asyncio.sleep(0.0005)
-    second = asyncio.ensure_future(reads.read(a.approval_id, patient=True))
-    rows = await asyncio.gather(first, second)
-    assert rows[0] == rows[1] and rows[0] is not None
-    assert _reads(hostile) - before == 1
