@@ -75,7 +75,7 @@ def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
         raise _too_deep()
     if known.id is None:
         raise InvalidRequest("Invalid Request: id must be a string or a number")
-    method = _METHOD_OF[type(known)]
+    method = p.METHOD_OF[type(known)]
     params: p.RequestParams | None
     params_error = None
     if isinstance(known.params, UnsetType):
@@ -129,21 +129,6 @@ def _decode_params(raw: bytes, method: str) -> tuple[p.RequestParams | None, Inv
         return msgspec.json.decode(raw, type=p.PARAMS_OF[method]), None
     except (msgspec.DecodeError, RecursionError) as err:
         return None, InvalidParams(f"Invalid params: {err}")
-
-
-_METHOD_OF: dict[type[msgspec.Struct], str] = {
-    kind: msgspec.inspect.type_info(kind).tag  # type: ignore[attr-defined]
-    for kind in (
-        p.DiscoverRequest,
-        p.InitializeRequest,
-        p.PingRequest,
-        p.ToolsListRequest,
-        p.ToolsCallRequest,
-        p.ResourcesListRequest,
-        p.ResourceTemplatesListRequest,
-        p.PromptsListRequest,
-    )
-}
 
 
 def _nested_deeper_than(body: bytes, limit: int) -> bool:

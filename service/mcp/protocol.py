@@ -8,7 +8,7 @@ request is modern: session clients validate results against their own revision.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_type_hints
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -113,17 +113,22 @@ KnownRequest = (
     | ResourceTemplatesListRequest
     | PromptsListRequest
 )
-# The params type of each method above, by method name.
-PARAMS_OF: dict[str, type[RequestParams]] = {
-    "server/discover": RequestParams,
-    "initialize": InitializeParams,
-    "ping": RequestParams,
-    "tools/list": ListParams,
-    "tools/call": CallToolParams,
-    "resources/list": ListParams,
-    "resources/templates/list": ListParams,
-    "prompts/list": ListParams,
+
+
+def _params_by_method() -> dict[str, type[RequestParams]]:
+    """Each request's params Struct by its method (its tag), read off the classes above."""
+    found: dict[str, type[RequestParams]] = {}
+    for kind in get_args(KnownRequest):
+        params = get_args(get_type_hints(kind)["params"])
+        found[str(kind.__struct_config__.tag)] = next(t for t in params if t is not UnsetType)
+    return found
+
+
+# The method of each request Struct, and the params Struct of each method we answer.
+METHOD_OF: dict[type[msgspec.Struct], str] = {
+    kind: str(kind.__struct_config__.tag) for kind in get_args(KnownRequest)
 }
+PARAMS_OF = _params_by_method()
 
 
 # ---- results ---------------------------------------------------------------------------
