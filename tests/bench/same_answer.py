@@ -7,7 +7,7 @@ answers a stateless (2026-07-28) `tools/call get_many_executions` first page, pe
 with the bytes our service answers: the JSON-RPC result holding `structuredContent` and the
 text block, encoded by msgspec with the service's own Structs. Each request runs the
 statement our tool runs for that call — the approval, scope and page read in one
-(service.store.reads.executions.first_page_statement, the same text) —
+(service.store.reads.executions.read_first_page, the same function) —
 through a pool of our pool's size and settings, and shapes the rows, the coverage, `asOf`
 and the sealed `nextCursor` as the tool does. What it leaves out is everything that is not
 the answer: parsing and checking the envelope and headers, the bearer token and the
@@ -29,7 +29,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import asyncpg
 import msgspec
 from aiohttp import web
 
@@ -38,7 +37,7 @@ from service.cli.serve import event_loop_factory, tune_gc
 from service.mcp import protocol as p
 from service.mcp.rpc import modern_meta
 from service.rules.shaping import format_local, resolve_zone
-from service.store.reads.executions import FIRST_PAGE_PARAMETER, first_page_statement, page_query
+from service.store.reads.executions import FIRST_PAGE_PARAMETER, page_query, read_first_page
 from service.tools.coverage import coverage_of
 from service.tools.cursors import CursorCodec, derive_cursor_key
 from service.tools.executions import ManyExecutions, shape_row
@@ -68,10 +67,6 @@ def _micros(value: datetime) -> int:
     return (value - _EPOCH) // timedelta(microseconds=1)
 
 
-def _order(row: asyncpg.Record) -> tuple[Any, Any]:
-    return row["sort_at"], row["id"]
-
-
 class SameAnswer:
     """The handler's state: the pool, the statement texts, the cursor codec."""
 
@@ -79,17 +74,17 @@ class SameAnswer:
         self.pool = Pool(dsn)
         self.approval_id = approval_id
         self.cursors = CursorCodec(derive_cursor_key(signing_key_pem))
-        self.statements: dict[int, str] = {}
+        self.page_statements: dict[int, str] = {}
         self.decode = msgspec.json.Decoder(_Call).decode
         self.encode = msgspec.json.Encoder().encode
         self.meta = modern_meta()
 
-    async def statement(self, conn: asyncpg.Connection, limit: int) -> str:
-        """Our tool's first statement for a first page of `limit` rows, period all."""
-        known = self.statements.get(limit)
+    def page_statement(self, limit: int) -> str:
+        """Our tool's page statement for a first page of `limit` rows, period all."""
+        known = self.page_statements.get(limit)
         if known is None:
-            page_sql, _ = page_query({}, limit + 1, first=FIRST_PAGE_PARAMETER)
-            known = self.statements[limit] = first_page_statement(page_sql)
+            known, _ = page_query({}, limit + 1, first=FIRST_PAGE_PARAMETER)
+            self.page_statements[limit] = known
         return known
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -99,12 +94,11 @@ class SameAnswer:
         limit = args.limit
         pool = await self.pool.get()
         async with pool.acquire() as conn:
-            sql = await self.statement(conn, limit)
-            rows = await conn.fetch(sql, workspace_id, None, None, self.approval_id)
+            head, page = await read_first_page(
+                conn, workspace_id, None, None, self.approval_id, self.page_statement(limit), []
+            )
         as_of = datetime.now(UTC)
-        head = next(row for row in rows if row["head"])
-        page = [row for row in rows if not row["head"]]
-        page.sort(key=_order, reverse=True)
+        assert head is not None, "the bench approval exists"
         more = len(page) > limit
         page = page[:limit]
         zone_name = head["time_zone"]
