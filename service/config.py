@@ -62,6 +62,10 @@ class Connections:
     # An idle keep-alive connection is closed after this long; longer than the idle timeout
     # of the load balancer in front, so the balancer, not the service, ends idle connections.
     keepalive_timeout_seconds: float = 75.0
+    # Refusal pacing: past this many refusals in a row on one connection (0: never), each
+    # further refusal's answer waits, from 10 ms doubling up to the longest pause.
+    pace_refusals_after: int = 10
+    longest_refusal_pause_seconds: float = 1.0
 
 
 # Redis engines (issue 12) ---------------------------------------------------------------
@@ -259,6 +263,10 @@ class Config:
                 keepalive_timeout_seconds=_parse(
                     env, "ELOVA_KEEPALIVE_TIMEOUT_SECONDS", _positive_float, 75.0
                 ),
+                pace_refusals_after=_parse(env, "ELOVA_PACE_REFUSALS_AFTER", _non_negative_int, 10),
+                longest_refusal_pause_seconds=_parse(
+                    env, "ELOVA_LONGEST_REFUSAL_PAUSE_MS", _millis, 1.0
+                ),
             ),
         )
 
@@ -333,6 +341,13 @@ def _positive_int(raw: str) -> int:
     value = int(raw)
     if value < 1:
         raise ValueError(f"expected a whole number >= 1, got {raw!r}")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"expected a whole number >= 0, got {raw!r}")
     return value
 
 

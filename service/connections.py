@@ -15,6 +15,12 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
   PostgreSQL before its head and such a body are in.
 - an idle keep-alive connection is closed after `keepalive_timeout_seconds` (aiohttp's own
   keep-alive timer, which also runs from the moment a connection opens).
+- refusals are paced (`RefusalPacing`): past `pace_refusals_after` answers of status 400 or
+  more in a row on one connection, each within a second of the one before, every further
+  one waits before it is written (10 ms, doubling up to `longest_refusal_pause_seconds`).
+  A client looping on a refused request then sends a few a second, not thousands; the
+  pause holds no slot, pool connection or in-flight count, and a paused connection counts
+  as idle at the cap, so it is the first closed to make room.
 
 `listener_site` makes the site `serve` listens on; `setup_reading` registers the middleware.
 """
@@ -57,6 +63,42 @@ _BODY_TIMEOUT = (
 )
 
 
+# Refusal pacing: the first pause, and how long after a refusal's answer the next request
+# still continues the run of refusals (a client honouring Retry-After waits longer).
+FIRST_PAUSE_SECONDS = 0.01
+RUN_GAP_SECONDS = 1.0
+
+
+class RefusalPacing:
+    """One connection's run of refusals, and the pause its next refusal waits."""
+
+    __slots__ = ("_after", "_longest", "_run", "_last_end")
+
+    def __init__(self, settings: Connections) -> None:
+        self._after = settings.pace_refusals_after
+        self._longest = settings.longest_refusal_pause_seconds
+        self._run = 0
+        self._last_end = float("-inf")
+
+    def pause(self, status: int, now: float) -> float:
+        """Seconds the answer of `status`, ready at `now`, waits before it is written."""
+        if status < 400 or not self._after:
+            self._run = 0
+            return 0.0
+        if now - self._last_end > RUN_GAP_SECONDS:
+            self._run = 0
+        self._run += 1
+        beyond = self._run - self._after
+        if beyond <= 0:
+            return 0.0
+        return min(FIRST_PAUSE_SECONDS * 2.0 ** min(beyond - 1, 30), self._longest)
+
+    def answered(self, status: int, now: float) -> None:
+        """A refusal's answer was written at `now`: the run's gap is counted from here."""
+        if status >= 400:
+            self._last_end = now
+
+
 class BodyTimeout(TimeoutError):
     """The request body did not arrive within the body deadline. A TimeoutError, so aiohttp's
     lingering read of an unread body ends quietly when it meets it."""
@@ -93,6 +135,12 @@ class ConnectionGate:
     def busy(self, conn: Connection) -> None:
         self._idle.pop(conn, None)
 
+    def paced(self, conn: Connection) -> None:
+        """`conn` waits to answer a refusal: counted, and idle until it writes."""
+        if self._metrics is not None:
+            self._metrics.refusal_paced()
+        self.idle(conn)
+
     def closed(self, conn: Connection) -> None:
         self._idle.pop(conn, None)
         if conn in self._open:
@@ -127,6 +175,7 @@ class Connection(web.RequestHandler):
         self._head_timer: asyncio.TimerHandle | None = None
         self._serving = False
         self._refused = False
+        self._pacing = RefusalPacing(gate.settings)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not self._gate.admit(self):
@@ -161,9 +210,16 @@ class Connection(web.RequestHandler):
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
+        loop = asyncio.get_running_loop()
+        pause = self._pacing.pause(resp.status, loop.time())
+        if pause:
+            self._gate.paced(self)  # idle while it waits: the first closed at the cap
+            await asyncio.sleep(pause)
+            self._gate.busy(self)
         try:
             return await super().finish_response(request, resp, start_time)
         finally:
+            self._pacing.answered(resp.status, loop.time())
             self._serving = False
             self._stop_head_timer()
             if self.transport is not None:

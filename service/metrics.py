@@ -254,6 +254,10 @@ class Metrics:
             "Connections closed or refused by the slow and idle client guards, by reason.",
             ("reason",),
         )
+        self.paced_refusals = counter(
+            "paced_refusals_total",
+            "Refusals whose answer waited because their connection kept being refused.",
+        )
         Info(f"{PREFIX}_build", "Version of the running service.", registry=reg).info(
             {"version": _version(), "python_version": platform.python_version()}
         )
@@ -416,6 +420,9 @@ class Metrics:
     def connection_cut(self, reason: str) -> None:
         """reason: header_timeout | body_timeout | idle_evicted | refused."""
         self._child(self.connection_cuts, bounded(reason, CONNECTION_CUTS)).inc()
+
+    def refusal_paced(self) -> None:
+        self.paced_refusals.inc()
 
     def set_draining(self, draining: bool) -> None:
         self.draining.set(1 if draining else 0)

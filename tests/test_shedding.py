@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.config import Config
+from service.config import Config, Connections
+from service.connections import RefusalPacing
 from service.errors import ConfigError
 from service.overload import Overload
 
@@ -73,6 +74,7 @@ def test_settings_defaults_follow_the_pool() -> None:
     conns = cfg.connections
     assert (conns.max_connections, conns.header_timeout_seconds) == (1000, 10.0)
     assert (conns.body_timeout_seconds, conns.keepalive_timeout_seconds) == (10.0, 75.0)
+    assert (conns.pace_refusals_after, conns.longest_refusal_pause_seconds) == (10, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -85,8 +87,32 @@ def test_settings_defaults_follow_the_pool() -> None:
         ("ELOVA_HEADER_TIMEOUT_SECONDS", "0"),
         ("ELOVA_BODY_TIMEOUT_SECONDS", "nan"),
         ("ELOVA_KEEPALIVE_TIMEOUT_SECONDS", "-5"),
+        ("ELOVA_PACE_REFUSALS_AFTER", "-1"),
+        ("ELOVA_LONGEST_REFUSAL_PAUSE_MS", "0"),
+        ("ELOVA_LONGEST_REFUSAL_PAUSE_MS", "60001"),
     ],
 )
 def test_malformed_settings_are_refused_by_name(name: str, raw: str) -> None:
     with pytest.raises(ConfigError, match=name):
         Config.from_env({**BASE, name: raw}, need_key=False)
+
+
+def test_refusal_pacing_doubles_up_to_the_longest_pause_and_resets() -> None:
+    pacing = RefusalPacing(Connections(pace_refusals_after=3, longest_refusal_pause_seconds=0.1))
+    now = 100.0
+    pauses = []
+    for _ in range(9):
+        pauses.append(pacing.pause(401, now))
+        pacing.answered(401, now + pauses[-1])
+        now += pauses[-1] + 0.001
+    assert pauses == [0.0, 0.0, 0.0, 0.01, 0.02, 0.04, 0.08, 0.1, 0.1]
+    assert pacing.pause(200, now) == 0.0  # an answer that is not a refusal ends the run
+    assert [pacing.pause(status, now) for status in (429, 503, 413, 404)] == [0, 0, 0, 0.01]
+    # a second between one refusal's answer and the next request ends it too
+    pacing.answered(404, now)
+    assert pacing.pause(401, now + 1.01) == 0.0
+
+
+def test_refusal_pacing_off() -> None:
+    pacing = RefusalPacing(Connections(pace_refusals_after=0))
+    assert all(pacing.pause(429, float(i)) == 0.0 for i in range(100))

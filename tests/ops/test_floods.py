@@ -276,3 +276,84 @@ async def test_hundreds_of_idle_connections_do_not_slow_good_calls(
     assert (value(metrics, "elova_mcp_open_connections") or 0) >= 300
     # Generous for a shared machine: idle connections cost a socket, not a turn of the loop.
     assert during < 3 * before + 0.005, (before, during)
+
+
+async def _refused_in_a_row(
+    stream: Stream, count: int, credential: bytes = b"Bearer not-a-token"
+) -> list[float]:
+    """Send `count` refused tool calls on one keep-alive connection, one after another;
+    the seconds each answer took."""
+    reader, writer = stream
+    request = (
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json\r\nAuthorization: " + credential + b"\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(INITIALIZE) + INITIALIZE
+    )
+    took = []
+    for _ in range(count):
+        started = time.monotonic()
+        writer.write(request)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 401 Unauthorized\r\n"), head
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        took.append(time.monotonic() - started)
+    return took
+
+
+@pytest.mark.timeout(60)
+async def test_refusals_in_a_row_are_paced_and_good_answers_end_the_run(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(PACE_REFUSALS_AFTER="5", LONGEST_REFUSAL_PAUSE_MS="80") as proc:
+        stream = await connect(proc.port)
+        took = await _refused_in_a_row(stream, 10)
+        # The first five at once; then 10, 20, 40, 80, 80 ms (the longest pause).
+        assert max(took[:5]) < 0.05, took
+        for expected, seconds in zip((0.01, 0.02, 0.04, 0.08, 0.08), took[5:], strict=True):
+            assert seconds >= expected * 0.9, took
+        assert sum(took[5:]) < 1.5, took
+        # Another connection is not paced: the run belongs to the connection.
+        assert max(await _refused_in_a_row(await connect(proc.port), 3)) < 0.05
+        # A request that is not refused ends the run on its connection.
+        reader, writer = stream
+        writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+        assert max(await _refused_in_a_row(stream, 5)) < 0.05
+        # So does a second of quiet (a client that honours Retry-After is never paced).
+        assert (await _refused_in_a_row(stream, 1))[0] >= 0.009
+        await asyncio.sleep(1.1)
+        assert max(await _refused_in_a_row(stream, 5)) < 0.05
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_paced_refusals_total") == 6
+
+
+async def test_pacing_can_be_turned_off(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(PACE_REFUSALS_AFTER="0") as proc:
+        took = await _refused_in_a_row(await connect(proc.port), 30)
+        metrics = await proc.scrape()
+    assert sum(took) < 1.5, took
+    assert value(metrics, "elova_mcp_paced_refusals_total") == 0
+
+
+async def test_a_paced_connection_is_the_first_closed_at_the_cap(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(
+        MAX_CONNECTIONS="2", PACE_REFUSALS_AFTER="1", LONGEST_REFUSAL_PAUSE_MS="5000"
+    ) as proc:
+        paced = await connect(proc.port)
+        await _refused_in_a_row(paced, 6)  # pauses 10 … 160 ms; the next one waits 320 ms
+        reader, writer = paced
+        writer.write(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # 404: refused too
+        await asyncio.sleep(0.1)
+        await connect(proc.port)  # the second connection: the cap is full
+        status = await asyncio.wait_for(proc.get("/livez"), 5)  # a third one gets in
+        assert status.status == 200
+        assert await read_all(reader, timeout=5) == b""  # closed while it waited
+        metrics = await proc.scrape()
+    assert (value(metrics, "elova_mcp_connection_cuts_total", reason="idle_evicted") or 0) >= 1

@@ -44,6 +44,10 @@ DEFAULTS: dict[str, Callable[[Config], object]] = {
     "ELOVA_HEADER_TIMEOUT_SECONDS": lambda c: c.connections.header_timeout_seconds,
     "ELOVA_BODY_TIMEOUT_SECONDS": lambda c: c.connections.body_timeout_seconds,
     "ELOVA_KEEPALIVE_TIMEOUT_SECONDS": lambda c: c.connections.keepalive_timeout_seconds,
+    "ELOVA_PACE_REFUSALS_AFTER": lambda c: c.connections.pace_refusals_after,
+    "ELOVA_LONGEST_REFUSAL_PAUSE_MS": lambda c: round(
+        c.connections.longest_refusal_pause_seconds * 1000
+    ),
 }
 # Settings documented as off/unset/none by default.
 UNSET: dict[str, Callable[[Config], object]] = {
