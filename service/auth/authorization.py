@@ -118,30 +118,40 @@ class ApprovalReads:
         self._pool = pool
         self._timer = timer
         self._timeout = timeout
-        self._next: dict[uuid.UUID, asyncio.Future[Mapping[str, Any] | None]] = {}
+        # The requests of each approval waiting for its next read, one future each: a
+        # request that goes away (a client that disconnects, its handler cancelled) cancels
+        # only its own, and leaves the read to the others.
+        self._next: dict[uuid.UUID, list[asyncio.Future[Mapping[str, Any] | None]]] = {}
         self._reading: set[uuid.UUID] = set()
 
     async def read(self, approval_id: uuid.UUID) -> Mapping[str, Any] | None:
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[Mapping[str, Any] | None] = loop.create_future()
         waiting = self._next.get(approval_id)
         if waiting is None:
-            waiting = self._next[approval_id] = asyncio.get_running_loop().create_future()
-            waiting.add_done_callback(_retrieve)
+            waiting = self._next[approval_id] = []
             if approval_id not in self._reading:
                 self._reading.add(approval_id)
-                asyncio.get_running_loop().create_task(self._read_while_waited(approval_id))
-        # shield: a request that goes away (a client that disconnects) leaves the read to
-        # the others waiting for it.
-        return await asyncio.shield(waiting)
+                loop.create_task(self._read_while_waited(approval_id))
+        waiting.append(mine)
+        return await mine
 
     async def _read_while_waited(self, approval_id: uuid.UUID) -> None:
+        waiting: list[asyncio.Future[Mapping[str, Any] | None]] = []
         try:
-            while (waiting := self._next.pop(approval_id, None)) is not None:
+            while (batch := self._next.pop(approval_id, None)) is not None:
+                waiting = batch
                 try:
-                    waiting.set_result(await self._read_once(approval_id))
+                    row = await self._read_once(approval_id)
                 except Exception as err:
-                    waiting.set_exception(err)
+                    _settle(waiting, None, err)
+                else:
+                    _settle(waiting, row, None)
+                waiting = []
         finally:
             self._reading.discard(approval_id)
+            for each in waiting:  # the read itself was cancelled (the app stops)
+                each.cancel()
 
     async def _read_once(self, approval_id: uuid.UUID) -> Mapping[str, Any] | None:
         started = time.perf_counter()
@@ -157,17 +167,55 @@ class ApprovalReads:
             self._timer.db_call("auth", time.perf_counter() - started, failed)
 
 
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark a shared read's failure as seen (its waiters may all have gone away)."""
-    if not future.cancelled():
-        future.exception()
+def _settle(
+    waiting: list[asyncio.Future[Mapping[str, Any] | None]],
+    row: Mapping[str, Any] | None,
+    error: Exception | None,
+) -> None:
+    """Give one read's row, or its failure, to every request still waiting for it."""
+    for each in waiting:
+        if each.done():  # a waiter that went away cancelled its own future
+            continue
+        if error is None:
+            each.set_result(row)
+        else:
+            each.set_exception(error)
 
 
 def _refused(description: str, reason: str) -> InvalidToken:
     return InvalidToken(description, reason=reason)
 
 
+class _LastConfirmed:
+    """The caller last confirmed and what it was confirmed from. The requests that shared
+    one approval read get the same row: the first builds the confirmed caller, the others
+    take it (a caller is immutable). Holding the row keeps its identity from being reused."""
+
+    __slots__ = ("caller", "key", "row")
+
+    def __init__(self) -> None:
+        self.row: object = None
+        self.key: tuple[object, ...] = ()
+        self.caller: Caller | None = None
+
+
+_LAST = _LastConfirmed()
+
+
 def _confirmed(pending: Caller, row: Mapping[str, Any] | None) -> Caller:
+    key = (
+        pending.approval_id, pending.account_id, pending.generation, pending.client_id,
+        pending.scopes,
+    )  # fmt: skip
+    last = _LAST
+    if row is not None and row is last.row and key == last.key and last.caller is not None:
+        return last.caller
+    caller = _confirm(pending, row)
+    last.row, last.key, last.caller = row, key, caller
+    return caller
+
+
+def _confirm(pending: Caller, row: Mapping[str, Any] | None) -> Caller:
     if row is None or row["generation"] is None:
         raise _refused("The approval behind this token no longer exists", "revoked")
     if row["revoked"]:

@@ -29,6 +29,7 @@ def test_dashboard_covers_what_on_call_needs() -> None:
         "Limits and auth",
         "Dependencies",
         "Saturation",
+        "Floods and slow clients",
     ]
     exprs = " ".join(q.expr for q in dash.queries(board))
     for needle in (
@@ -42,6 +43,10 @@ def test_dashboard_covers_what_on_call_needs() -> None:
         "elova_mcp_event_loop_lag_seconds_bucket",
         "elova:mcp_availability_errors:ratio_rate1h",
         "elova:mcp_latency_slow:ratio_rate1h",
+        "elova_mcp_shed_requests_total",
+        "elova_mcp_paced_refusals_total",
+        "elova_mcp_connection_cuts_total",
+        "elova_mcp_open_connections",
     ):
         assert needle in exprs, needle
     ids = [p["id"] for p in board["panels"]]
