@@ -28,6 +28,7 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -35,7 +36,7 @@ from aiohttp import StreamReader, hdrs, web
 from yarl import URL
 
 from service.config import Config, Connections
-from service.keys import CONFIG, METRICS
+from service.keys import CONFIG, METRICS, PACING_KEY
 from service.metrics import Metrics
 
 # A declared body up to this size is awaited whole before the handler runs: it fits in
@@ -99,6 +100,34 @@ class RefusalPacing:
             self._last_end = now
 
 
+class RefusalRuns:
+    """The runs of refusals by key (the answers the app tagged with `PACING_KEY`), for the
+    most recently refused keys of this process (bounded)."""
+
+    MAX_KEYS = 4096
+
+    def __init__(self, settings: Connections) -> None:
+        self._settings = settings
+        self._runs: OrderedDict[object, RefusalPacing] = OrderedDict()
+
+    def pause(self, key: object, status: int, now: float) -> float:
+        run = self._runs.get(key)
+        if run is None:
+            if status < 400:
+                return 0.0  # nothing to end: a key is remembered only once refused
+            run = self._runs[key] = RefusalPacing(self._settings)
+            if len(self._runs) > self.MAX_KEYS:
+                self._runs.popitem(last=False)
+        else:
+            self._runs.move_to_end(key)
+        return run.pause(status, now)
+
+    def answered(self, key: object, status: int, now: float) -> None:
+        run = self._runs.get(key)
+        if run is not None:
+            run.answered(status, now)
+
+
 class BodyTimeout(TimeoutError):
     """The request body did not arrive within the body deadline. A TimeoutError, so aiohttp's
     lingering read of an unread body ends quietly when it meets it."""
@@ -112,6 +141,7 @@ class ConnectionGate:
         self._metrics = metrics
         self._open: set[Connection] = set()
         self._idle: dict[Connection, None] = {}  # insertion order: idle since
+        self.runs = RefusalRuns(settings)
 
     @property
     def open_count(self) -> int:
@@ -211,7 +241,11 @@ class Connection(web.RequestHandler):
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
         loop = asyncio.get_running_loop()
-        pause = self._pacing.pause(resp.status, loop.time())
+        status, now = resp.status, loop.time()
+        pause = self._pacing.pause(status, now)
+        key = request.get(PACING_KEY)
+        if key is not None:
+            pause = max(pause, self._gate.runs.pause(key, status, now))
         if pause:
             self._gate.paced(self)  # idle while it waits: the first closed at the cap
             await asyncio.sleep(pause)
@@ -219,7 +253,10 @@ class Connection(web.RequestHandler):
         try:
             return await super().finish_response(request, resp, start_time)
         finally:
-            self._pacing.answered(resp.status, loop.time())
+            now = loop.time()
+            self._pacing.answered(status, now)
+            if key is not None:
+                self._gate.runs.answered(key, status, now)
             self._serving = False
             self._stop_head_timer()
             if self.transport is not None:

@@ -58,3 +58,6 @@ OAUTH_STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
 # Per request: the authenticated caller, set by the bearer check on /mcp.
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller")
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id")
+# Per request: what its answer is about for refusal pacing (service/connections.py), an
+# opaque value: the approval a verified token names, or the hash of a refused token.
+PACING_KEY: web.RequestKey[object] = web.RequestKey("pacing_key")

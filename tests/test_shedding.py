@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.config import Config, Connections
-from service.connections import RefusalPacing
+from service.connections import RefusalPacing, RefusalRuns
 from service.errors import ConfigError
 from service.overload import Overload
 
@@ -116,3 +116,16 @@ def test_refusal_pacing_doubles_up_to_the_longest_pause_and_resets() -> None:
 def test_refusal_pacing_off() -> None:
     pacing = RefusalPacing(Connections(pace_refusals_after=0))
     assert all(pacing.pause(429, float(i)) == 0.0 for i in range(100))
+
+
+def test_refusal_runs_by_key_are_bounded_and_only_refusals_start_one() -> None:
+    runs = RefusalRuns(Connections(pace_refusals_after=1))
+    assert runs.pause("good", 200, 0.0) == 0.0  # an answer that is no refusal starts nothing
+    assert runs.pause("bad", 401, 0.0) == 0.0
+    runs.answered("bad", 401, 0.0)
+    assert runs.pause("bad", 401, 0.1) == 0.01
+    assert runs.pause("bad", 200, 0.2) == 0.0  # a good answer ends the run
+    assert runs.pause("bad", 401, 0.3) == 0.0
+    for i in range(RefusalRuns.MAX_KEYS + 10):
+        runs.pause(i, 429, 1.0)
+    assert len(runs._runs) == RefusalRuns.MAX_KEYS

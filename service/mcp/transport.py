@@ -19,7 +19,7 @@ from service.auth.activity import record_call
 from service.auth.authorization import Authorization
 from service.auth.bearer import verify
 from service.errors import AuthError, ProtocolError
-from service.keys import APPROVAL_READS, CALLER, CONFIG, METRICS, REQUEST_ID
+from service.keys import APPROVAL_READS, CALLER, CONFIG, METRICS, PACING_KEY, REQUEST_ID
 from service.mcp import answers, guards
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
@@ -103,6 +103,7 @@ async def _answer(request: web.Request, rid: str, incoming: Incoming) -> Answer:
     if isinstance(call, Answer):
         return call
     answer = await dispatch(call)
+    request[PACING_KEY] = call.caller.approval_id  # an approval's refusals are paced together
     if call.authorization.confirmed:
         request[CALLER] = call.caller
     return answer
@@ -129,6 +130,9 @@ def _call(request: web.Request, rid: str, incoming: Incoming) -> Call | Answer:
     try:
         caller = verify(request)
     except AuthError as err:
+        credentials = request.headers.get(hdrs.AUTHORIZATION)
+        if credentials is not None:  # the same refused token is paced on any connection
+            request[PACING_KEY] = hash(credentials)
         return answers.failure(request.app, rid, incoming.id, err)
     return Call(
         request.app,

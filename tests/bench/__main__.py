@@ -12,7 +12,8 @@ next to direct), then the admission limiter's own benchmark (tests/bench/limits_
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
 `--rebuild` writes it anew). Each `--…-only` flag runs that section alone (several combine);
-`make bench BENCH_ARGS="--baseline cf8c545"` adds old against new to the full run. The
+`make bench BENCH_ARGS="--baseline cf8c545"` adds old against new to the full run (and
+the older commit's columns to the flood table). The
 report is Markdown on stdout (and in FILE with --output); progress goes to stderr.
 """
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if wanted["baseline"]:
         parts.append(baseline.main(settings, args.baseline))
     if wanted["flood"]:
-        parts.append(floods.main(settings))
+        parts.append(floods.main(settings, args.baseline))
     if wanted["pooler"]:
         parts.append(pooler_bench.main(settings))
     report = "\n".join(parts)

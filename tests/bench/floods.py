@@ -33,7 +33,10 @@ calls made are charged at that cost and the rest is the refusals':
                     ÷ refusals/s
 
 and, without that estimate, with the flood alone right after (the server saturated by
-refusals only): CPU/s ÷ refusals/s.
+refusals only): CPU/s ÷ refusals/s. The floor beside it: the same flood (expired token)
+against a bare aiohttp server that answers every request with one precomputed 401
+(`tests.bench.reference refusal`), what any aiohttp server spends on a refusal on this
+machine.
 
 Then 500 idle keep-alive connections (tests/bench/holder.py: each served one request,
 then held) beside the good load; and overload: 4×N connections of the good approval,
@@ -67,9 +70,10 @@ import redis
 
 from service.auth.tokens import TokenService
 from tests.bench import scenarios
+from tests.bench.baseline import checkout
 from tests.bench.loadgen import Job, Request, Result
 from tests.bench.scale import WARMUP_SECONDS, Settings, prepare
-from tests.bench.servers import ROOT, job, python, running, service_env
+from tests.bench.servers import ROOT, free_port, job, python, running, service_env
 from tests.support.services import REDIS_URL, new_redis_prefix
 
 TOOL = "get_many_executions"
@@ -187,7 +191,7 @@ def _mark(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
-async def run(settings: Settings) -> str:
+async def run(settings: Settings, before: str | None = None) -> str:
     data, cfg, access = await prepare(settings)
     conn = await asyncpg.connect(data.dsn)
     try:
@@ -232,14 +236,25 @@ async def run(settings: Settings) -> str:
     ]  # fmt: skip
     rows: list[Row] = []
     raw_env = {**env, **UNPACED}
+
+    def unpaced(label: str, pid: int, flood: Flood) -> tuple[Run, Run, Run]:
+        _say(f"floods{label}: {flood.name} on {n} connections beside the good load (and alone) …")
+        flooding = flood_job(flood)
+        solo = together(pid, [good()])
+        return solo, together(pid, [good(), flooding]), together(pid, [flooding])
+
     with running("elova-floods", python("-m", "service", "serve"), port, raw_env, logs) as server:
         _spend_budget(prefix, flooder.caller.approval_id)
         for flood in floods:
-            _say(f"floods: {flood.name} on {n} connections beside the good load (and alone) …")
-            flooding = flood_job(flood)
-            solo = together(server.pid, [good()])
-            both = together(server.pid, [good(), flooding])
-            rows.append(Row(flood, solo, both, together(server.pid, [flooding])))
+            rows.append(Row(flood, *unpaced("", server.pid, flood)))
+    if before is not None:
+        with checkout(before) as tree:
+            old_env = {**raw_env, "PYTHONPATH": str(tree)}
+            with running(
+                "elova-before", python("-m", "service", "serve"), port, old_env, logs, cwd=tree
+            ) as server:
+                for row in rows:
+                    row.before = unpaced(f" ({before})", server.pid, row.flood)
     with running("elova-paced", python("-m", "service", "serve"), port, env, logs) as server:
         for row in rows:
             _say(f"floods, paced: {row.flood.name} beside the good load …")
@@ -248,6 +263,13 @@ async def run(settings: Settings) -> str:
         _say(f"floods: {IDLE_CONNECTIONS} idle keep-alive connections beside the good load …")
         idle_solo = together(server.pid, [good()])
         idle, held, still_open = _beside_idle(server.pid, port, good())
+    floor_port = free_port()
+    command = python("-m", "tests.bench.reference", "refusal", "--port", str(floor_port))
+    with running("aiohttp-refusal", command, floor_port, env, logs) as server:
+        _say("floods: the floor, bare aiohttp answering a precomputed 401 …")
+        floor_job = job(floor_port, [call(expired)], concurrency=n,
+                        warmup_seconds=WARMUP_SECONDS, duration_seconds=seconds)  # fmt: skip
+        floor = together(server.pid, [floor_job])
     # Overload is the load shedding's case: these replicas run with its settings at their
     # defaults (the runs above keep it off, as every other bench server does).
     overloads = []
@@ -269,6 +291,8 @@ async def run(settings: Settings) -> str:
         "",
         _flood_table(rows),
         "",
+        _floor_line(floor),
+        "",
         f"{IDLE_CONNECTIONS} idle keep-alive connections ({still_open} of {held} still open "
         f"at the end) beside the good load: {idle.rps:.0f} of {idle_solo.results[0].rps:.0f} "
         f"req/s = **{idle_share:.2f}** (≥ 0.90: {_mark(idle_share >= IDLE_SHARE_TARGET)}).",
@@ -286,29 +310,43 @@ class Row:
     flood_alone: Run  # the flood alone: the server's CPU a refusal, with nothing to subtract
     paced_solo: Run | None = None  # the same two with pacing at its defaults
     paced: Run | None = None
+    before: tuple[Run, Run, Run] | None = None  # solo, both, alone against an older commit
 
 
 def _refusal_rate(result: Result) -> float:
     return sum(result.statuses.values()) / result.seconds
 
 
+def _costs(solo: Run, both: Run, alone: Run) -> tuple[float, float, float, float, float]:
+    """refusals/s beside the good load, the good share, CPU a refusal side by side and
+    alone (seconds), refusals/s alone."""
+    good_alone, (good_result, flood_result) = solo.results[0], both.results
+    cpu_a_good = solo.cpu_per_second / max(good_alone.rps, 1.0)
+    refusals = _refusal_rate(flood_result)
+    share = good_result.rps / good_alone.rps
+    cpu = (both.cpu_per_second - good_result.rps * cpu_a_good) / max(refusals, 1.0)
+    only_rate = _refusal_rate(alone.results[0])
+    return refusals, share, cpu, alone.cpu_per_second / max(only_rate, 1.0), only_rate
+
+
 def _flood_table(rows: list[Row]) -> str:
-    lines = [
-        "| flood | answers | pacing off: refusals/s | good ÷ alone "
+    with_before = all(row.before is not None for row in rows)
+    head = "| flood | answers "
+    rule = "| --- | --- "
+    if with_before:
+        head += "| before: good ÷ alone | before: CPU a refusal, ms, alone "
+        rule += "| ---: | ---: "
+    head += (
+        "| pacing off: refusals/s | good ÷ alone "
         "| server CPU a refusal, ms: side by side / flood alone (< 0.1) "
-        "| pacing on: refusals/s | **good ÷ alone (≥ 0.75)** | met |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | :-: |",
-    ]
+        "| pacing on: refusals/s | **good ÷ alone (≥ 0.75)** | met |"
+    )
+    rule += "| ---: | ---: | ---: | ---: | ---: | :-: |"
+    lines = [head, rule]
     for row in rows:
         assert row.paced is not None and row.paced_solo is not None
-        alone, (good_result, flood_result) = row.solo.results[0], row.both.results
-        cpu_a_good = row.solo.cpu_per_second / max(alone.rps, 1.0)
-        refusals = _refusal_rate(flood_result)
-        share = good_result.rps / alone.rps
-        cpu = (row.both.cpu_per_second - good_result.rps * cpu_a_good) / max(refusals, 1.0)
-        only = row.flood_alone.results[0]
-        only_rate = _refusal_rate(only)
-        cpu_alone = row.flood_alone.cpu_per_second / max(only_rate, 1.0)
+        refusals, share, cpu, cpu_alone, only_rate = _costs(row.solo, row.both, row.flood_alone)
+        flood_result, only = row.both.results[1], row.flood_alone.results[0]
         paced_good, paced_flood = row.paced.results
         paced_share = paced_good.rps / row.paced_solo.results[0].rps
         expected = all(
@@ -325,12 +363,29 @@ def _flood_table(rows: list[Row]) -> str:
             "" if target else " (no target)"
         )
         note = f"; {flood_result.reconnects} reconnects" if flood_result.reconnects else ""
-        lines.append(
-            f"| {row.flood.name} | {_answers(flood_result)}{note} | {refusals:,.0f} "
-            f"| {share:.2f} | {cpu_text} | {_refusal_rate(paced_flood):,.0f} "
+        cells = f"| {row.flood.name} | {_answers(flood_result)}{note} "
+        if row.before is not None and with_before:
+            _, old_share, _, old_alone, old_rate = _costs(*row.before)
+            old_answers = _answers(row.before[2].results[0])
+            cells += (
+                f"| {old_share:.2f} | {old_alone * 1000:.3f} ({old_rate:,.0f}/s; {old_answers}) "
+            )
+        cells += (
+            f"| {refusals:,.0f} | {share:.2f} | {cpu_text} | {_refusal_rate(paced_flood):,.0f} "
             f"| **{paced_share:.2f}** | {_mark(ok)} |"
         )
+        lines.append(cells)
     return "\n".join(lines)
+
+
+def _floor_line(floor: Run) -> str:
+    result = floor.results[0]
+    rate = _refusal_rate(result)
+    return (
+        f"The floor on this machine: bare aiohttp answering the expired-token flood with one "
+        f"precomputed 401 (no middleware, no parsing) at {rate:,.0f}/s costs "
+        f"**{floor.cpu_per_second / max(rate, 1.0) * 1000:.3f} ms** of server CPU a refusal."
+    )
 
 
 def _overload_line(label: str, n: int, alone: Result, overload: Result) -> str:
@@ -368,5 +423,5 @@ def _beside_idle(pid: int, port: int, good_job: Job) -> tuple[Result, int, int]:
     return result, held, still_open
 
 
-def main(settings: Settings) -> str:
-    return asyncio.run(run(settings))
+def main(settings: Settings, before: str | None = None) -> str:
+    return asyncio.run(run(settings, before))

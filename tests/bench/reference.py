@@ -1,7 +1,8 @@
-"""The two servers our service is measured against, each a process of its own:
+"""The servers our service is measured against, each a process of its own:
 
     python -m tests.bench.reference sdk  --port P --dsn DSN   # official Python SDK
     python -m tests.bench.reference bare --port P --dsn DSN   # aiohttp + msgspec ceiling
+    python -m tests.bench.reference refusal --port P          # aiohttp's floor for a 401
 
 Both answer `get_many_executions` for a workspace (first page, `limit` rows) with the page
 statement our tool runs for that call (`service.tools.executions.page_query`; our tool
@@ -11,7 +12,10 @@ rows with our `shape_row`. The SDK server is an `MCPServer` tool served by its
 streamable-HTTP transport in stateless JSON mode under uvicorn (no authorization, no
 limits: what a user would otherwise pick). The bare server is a plain aiohttp POST handler
 returning the rows encoded by msgspec: no MCP, no authorization, no limits — the least
-work that produces the answer.
+work that produces the answer. The refusal server answers every POST with the same
+precomputed 401 (its body read, a JSON-RPC error and a bearer challenge): the least an
+aiohttp server spends on a refusal, the floor the flood section's CPU a refusal is read
+against.
 """
 
 from __future__ import annotations
@@ -112,13 +116,41 @@ def run_bare(port: int, dsn: str) -> None:
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=loop)
 
 
+_REFUSAL = (
+    b'{"jsonrpc":"2.0","id":1,"error":{"code":-32001,'
+    b'"message":"Unauthorized: the access token has expired"}}'
+)
+_CHALLENGE = 'Bearer error="invalid_token", resource_metadata="http://127.0.0.1/.well-known/x"'
+
+
+def run_refusal(port: int, dsn: str) -> None:
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(
+            body=_REFUSAL,
+            status=401,
+            content_type="application/json",
+            headers={"WWW-Authenticate": _CHALLENGE},
+        )
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    tune_gc()
+    loop_factory = event_loop_factory()
+    loop = loop_factory() if loop_factory is not None else None
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=loop)
+
+
+RUN = {"sdk": run_sdk, "bare": run_bare, "refusal": run_refusal}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.reference")
-    parser.add_argument("kind", choices=("sdk", "bare"))
+    parser.add_argument("kind", choices=tuple(RUN))
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--dsn", default="")
     args = parser.parse_args()
-    (run_sdk if args.kind == "sdk" else run_bare)(args.port, args.dsn)
+    RUN[args.kind](args.port, args.dsn)
     return 0
 
 

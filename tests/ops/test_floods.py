@@ -313,19 +313,22 @@ async def test_refusals_in_a_row_are_paced_and_good_answers_end_the_run(
         for expected, seconds in zip((0.01, 0.02, 0.04, 0.08, 0.08), took[5:], strict=True):
             assert seconds >= expected * 0.9, took
         assert sum(took[5:]) < 1.5, took
-        # Another connection is not paced: the run belongs to the connection.
-        assert max(await _refused_in_a_row(await connect(proc.port), 3)) < 0.05
+        # Another connection with another token is not paced: the runs are the
+        # connection's and the token's.
+        other = await connect(proc.port)
+        assert max(await _refused_in_a_row(other, 3, b"Bearer another-token")) < 0.05
         # A request that is not refused ends the run on its connection.
         reader, writer = stream
         writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 200 OK\r\n")
         await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
-        assert max(await _refused_in_a_row(stream, 5)) < 0.05
+        fresh = b"Bearer yet-another-token"  # the first token's own run goes on
+        assert max(await _refused_in_a_row(stream, 5, fresh)) < 0.05
         # So does a second of quiet (a client that honours Retry-After is never paced).
-        assert (await _refused_in_a_row(stream, 1))[0] >= 0.009
+        assert (await _refused_in_a_row(stream, 1, fresh))[0] >= 0.009
         await asyncio.sleep(1.1)
-        assert max(await _refused_in_a_row(stream, 5)) < 0.05
+        assert max(await _refused_in_a_row(stream, 5, fresh)) < 0.05
         metrics = await proc.scrape()
     assert value(metrics, "elova_mcp_paced_refusals_total") == 6
 
@@ -357,3 +360,19 @@ async def test_a_paced_connection_is_the_first_closed_at_the_cap(
         assert await read_all(reader, timeout=5) == b""  # closed while it waited
         metrics = await proc.scrape()
     assert (value(metrics, "elova_mcp_connection_cuts_total", reason="idle_evicted") or 0) >= 1
+
+
+async def test_the_same_refused_token_is_paced_across_connections(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(PACE_REFUSALS_AFTER="3", LONGEST_REFUSAL_PAUSE_MS="80") as proc:
+        took = []
+        for _ in range(6):  # a client that opens a new connection for every request
+            took += await _refused_in_a_row(await connect(proc.port), 1, b"Bearer ab.cd.ef")
+        assert max(took[:3]) < 0.05, took
+        for expected, seconds in zip((0.01, 0.02, 0.04), took[3:], strict=True):
+            assert seconds >= expected * 0.9, took
+        # Another token, or none, on a new connection: not paced.
+        assert (await _refused_in_a_row(await connect(proc.port), 1, b"Bearer gh.ij.kl"))[0] < 0.05
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_paced_refusals_total") == 3
