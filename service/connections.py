@@ -89,7 +89,9 @@ class RefusalPacing:
         if now - self._last_end > RUN_GAP_SECONDS:
             self._run = 0
         self._run += 1
-        beyond = self._run - self._after
+        # A 503 says "overloaded, retry shortly": a client that retries at once is paced
+        # from the first one, so a shedding replica does not spend itself refusing.
+        beyond = self._run - (0 if status == 503 else self._after)
         if beyond <= 0:
             return 0.0
         return min(FIRST_PAUSE_SECONDS * 2.0 ** min(beyond - 1, 30), self._longest)

@@ -107,7 +107,10 @@ def test_refusal_pacing_doubles_up_to_the_longest_pause_and_resets() -> None:
         now += pauses[-1] + 0.001
     assert pauses == [0.0, 0.0, 0.0, 0.01, 0.02, 0.04, 0.08, 0.1, 0.1]
     assert pacing.pause(200, now) == 0.0  # an answer that is not a refusal ends the run
-    assert [pacing.pause(status, now) for status in (429, 503, 413, 404)] == [0, 0, 0, 0.01]
+    assert [pacing.pause(status, now) for status in (429, 413, 404, 401)] == [0, 0, 0, 0.01]
+    assert pacing.pause(200, now) == 0.0
+    # a 503 (overloaded: retry shortly) is paced from the first one of a run
+    assert [pacing.pause(503, now) for _ in range(3)] == [0.01, 0.02, 0.04]
     # a second between one refusal's answer and the next request ends it too
     pacing.answered(404, now)
     assert pacing.pause(401, now + 1.01) == 0.0

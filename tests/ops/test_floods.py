@@ -376,3 +376,39 @@ async def test_the_same_refused_token_is_paced_across_connections(
         assert (await _refused_in_a_row(await connect(proc.port), 1, b"Bearer gh.ij.kl"))[0] < 0.05
         metrics = await proc.scrape()
     assert value(metrics, "elova_mcp_paced_refusals_total") == 3
+
+
+async def test_a_client_retrying_a_shed_request_at_once_is_paced_from_the_first(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve(SHED_MAX_INFLIGHT="1", LONGEST_REFUSAL_PAUSE_MS="1000") as proc:
+        _, holder = await connect(proc.port)  # one request stays in flight: its body never ends
+        holder.write(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\n'
+        )
+        await holder.drain()
+        await asyncio.sleep(0.3)
+        reader, writer = await connect(proc.port)
+        took = []
+        for _ in range(4):
+            started = time.monotonic()
+            writer.write(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json\r\nContent-Length: %d\r\n\r\n"
+                % len(INITIALIZE)
+                + INITIALIZE
+            )
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), head
+            assert b"\r\nRetry-After: 1\r\n" in head
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            took.append(time.monotonic() - started)
+        # 10, 20, 40, 80 ms: the replica is overloaded and the client did not wait.
+        for expected, seconds in zip((0.01, 0.02, 0.04, 0.08), took, strict=True):
+            assert seconds >= expected * 0.9, took
+        assert sum(took) < 1.5, took
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_shed_requests_total", reason="inflight") == 4
+    assert value(metrics, "elova_mcp_paced_refusals_total") == 4
