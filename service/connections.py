@@ -17,10 +17,15 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
   keep-alive timer, which also runs from the moment a connection opens).
 - refusals are paced (`RefusalPacing`): past `pace_refusals_after` answers of status 400 or
   more in a row on one connection, each within a second of the one before, every further
-  one waits before it is written (10 ms, doubling up to `longest_refusal_pause_seconds`).
-  A client looping on a refused request then sends a few a second, not thousands; the
-  pause holds no slot, pool connection or in-flight count, and a paused connection counts
-  as idle at the cap, so it is the first closed to make room.
+  one waits before it is written (10 ms, doubling up to `longest_refusal_pause_seconds`);
+  a 503 waits from the first one of a run. The same runs are kept per key
+  (`RefusalRuns`) when the app names what an answer is about (`PACING_KEY`: an approval,
+  a refused token), so a client that opens a new connection for each refused request is
+  paced as well. Pacing protects other callers, so it waits only while another
+  connection was served within the last second. A client looping on a refused request
+  then sends a few a second, not thousands; the pause holds no slot, pool connection or
+  in-flight count, and a paused connection counts as idle at the cap, so it is the first
+  closed to make room.
 
 `listener_site` makes the site `serve` listens on; `setup_reading` registers the middleware.
 """
@@ -68,6 +73,9 @@ _BODY_TIMEOUT = (
 # still continues the run of refusals (a client honouring Retry-After waits longer).
 FIRST_PAUSE_SECONDS = 0.01
 RUN_GAP_SECONDS = 1.0
+# Pacing waits only while another connection was served within this long: with nobody
+# else to serve (a replica alone with a fuzzer or a test suite) every refusal goes at once.
+SERVED_WINDOW_SECONDS = 1.0
 
 
 class RefusalPacing:
@@ -144,6 +152,24 @@ class ConnectionGate:
         self._open: set[Connection] = set()
         self._idle: dict[Connection, None] = {}  # insertion order: idle since
         self.runs = RefusalRuns(settings)
+        # The two connections served (an answer under 400) most recently, and when: pacing
+        # protects other callers, so it waits only while another connection is served.
+        self._served: list[tuple[Connection | None, float]] = [(None, float("-inf"))] * 2
+
+    def served(self, conn: Connection, now: float) -> None:
+        """`conn` was just given an answer under 400."""
+        latest = self._served[0]
+        if latest[0] is conn:
+            self._served[0] = (conn, now)
+        else:
+            self._served = [(conn, now), latest]
+
+    def others_served(self, conn: Connection, now: float) -> bool:
+        """Whether a connection other than `conn` was served within the last second."""
+        return any(
+            other is not None and other is not conn and now - at <= SERVED_WINDOW_SECONDS
+            for other, at in self._served
+        )
 
     @property
     def open_count(self) -> int:
@@ -248,7 +274,7 @@ class Connection(web.RequestHandler):
         key = request.get(PACING_KEY)
         if key is not None:
             pause = max(pause, self._gate.runs.pause(key, status, now))
-        if pause:
+        if pause and self._gate.others_served(self, now):
             self._gate.paced(self)  # idle while it waits: the first closed at the cap
             await asyncio.sleep(pause)
             self._gate.busy(self)
@@ -257,6 +283,8 @@ class Connection(web.RequestHandler):
         finally:
             now = loop.time()
             self._pacing.answered(status, now)
+            if status < 400:
+                self._gate.served(self, now)
             if key is not None:
                 self._gate.runs.answered(key, status, now)
             self._serving = False

@@ -278,6 +278,37 @@ async def test_hundreds_of_idle_connections_do_not_slow_good_calls(
     assert during < 3 * before + 0.005, (before, during)
 
 
+@contextlib.asynccontextmanager
+async def someone_served(port: int) -> AsyncIterator[None]:
+    """Another client served beside the test's, every 100 ms on a connection of its own:
+    pacing protects other callers, so it waits only while there are some."""
+
+    async def served() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                head = await reader.readuntil(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 200 OK\r\n"), head
+                await reader.readexactly(_length(head))
+                await asyncio.sleep(0.1)
+        finally:
+            writer.close()
+
+    task = asyncio.create_task(served())
+    await asyncio.sleep(0.1)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _length(head: bytes) -> int:
+    return int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+
+
 async def _refused_in_a_row(
     stream: Stream, count: int, credential: bytes = b"Bearer not-a-token"
 ) -> list[float]:
@@ -305,7 +336,10 @@ async def _refused_in_a_row(
 async def test_refusals_in_a_row_are_paced_and_good_answers_end_the_run(
     serve: Callable[..., ServeProcess], connect: Connect
 ) -> None:
-    async with serve(PACE_REFUSALS_AFTER="5", LONGEST_REFUSAL_PAUSE_MS="80") as proc:
+    async with (
+        serve(PACE_REFUSALS_AFTER="5", LONGEST_REFUSAL_PAUSE_MS="80") as proc,
+        someone_served(proc.port),
+    ):
         stream = await connect(proc.port)
         took = await _refused_in_a_row(stream, 10)
         # The first five at once; then 10, 20, 40, 80, 80 ms (the longest pause).
@@ -333,10 +367,21 @@ async def test_refusals_in_a_row_are_paced_and_good_answers_end_the_run(
     assert value(metrics, "elova_mcp_paced_refusals_total") == 6
 
 
+async def test_with_nobody_else_to_serve_refusals_are_not_paced(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with serve() as proc:  # a replica alone with a fuzzer or a test suite
+        await asyncio.sleep(1.1)  # past the start's own /livez checks
+        took = await _refused_in_a_row(await connect(proc.port), 40)
+        metrics = await proc.scrape()
+    assert sum(took) < 2.0, took
+    assert value(metrics, "elova_mcp_paced_refusals_total") == 0
+
+
 async def test_pacing_can_be_turned_off(
     serve: Callable[..., ServeProcess], connect: Connect
 ) -> None:
-    async with serve(PACE_REFUSALS_AFTER="0") as proc:
+    async with serve(PACE_REFUSALS_AFTER="0") as proc, someone_served(proc.port):
         took = await _refused_in_a_row(await connect(proc.port), 30)
         metrics = await proc.scrape()
     assert sum(took) < 1.5, took
@@ -350,9 +395,10 @@ async def test_a_paced_connection_is_the_first_closed_at_the_cap(
         MAX_CONNECTIONS="2", PACE_REFUSALS_AFTER="1", LONGEST_REFUSAL_PAUSE_MS="5000"
     ) as proc:
         paced = await connect(proc.port)
-        await _refused_in_a_row(paced, 6)  # pauses 10 … 160 ms; the next one waits 320 ms
+        await _refused_in_a_row(paced, 6)  # not paced yet: nobody else was served
+        assert (await proc.get("/livez")).status == 200  # now someone was, on a second one
         reader, writer = paced
-        writer.write(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # 404: refused too
+        writer.write(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # 404, 7th: 320 ms
         await asyncio.sleep(0.1)
         await connect(proc.port)  # the second connection: the cap is full
         status = await asyncio.wait_for(proc.get("/livez"), 5)  # a third one gets in
@@ -365,7 +411,10 @@ async def test_a_paced_connection_is_the_first_closed_at_the_cap(
 async def test_the_same_refused_token_is_paced_across_connections(
     serve: Callable[..., ServeProcess], connect: Connect
 ) -> None:
-    async with serve(PACE_REFUSALS_AFTER="3", LONGEST_REFUSAL_PAUSE_MS="80") as proc:
+    async with (
+        serve(PACE_REFUSALS_AFTER="3", LONGEST_REFUSAL_PAUSE_MS="80") as proc,
+        someone_served(proc.port),
+    ):
         took = []
         for _ in range(6):  # a client that opens a new connection for every request
             took += await _refused_in_a_row(await connect(proc.port), 1, b"Bearer ab.cd.ef")
@@ -381,7 +430,10 @@ async def test_the_same_refused_token_is_paced_across_connections(
 async def test_a_client_retrying_a_shed_request_at_once_is_paced_from_the_first(
     serve: Callable[..., ServeProcess], connect: Connect
 ) -> None:
-    async with serve(SHED_MAX_INFLIGHT="1", LONGEST_REFUSAL_PAUSE_MS="1000") as proc:
+    async with (
+        serve(SHED_MAX_INFLIGHT="1", LONGEST_REFUSAL_PAUSE_MS="1000") as proc,
+        someone_served(proc.port),  # /livez is never shed
+    ):
         _, holder = await connect(proc.port)  # one request stays in flight: its body never ends
         holder.write(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
