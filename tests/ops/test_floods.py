@@ -326,8 +326,7 @@ async def _refused_in_a_row(
         writer.write(request)
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         assert head.startswith(b"HTTP/1.1 401 Unauthorized\r\n"), head
-        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-        await reader.readexactly(length)
+        await reader.readexactly(_length(head))
         took.append(time.monotonic() - started)
     return took
 
@@ -356,7 +355,7 @@ async def test_refusals_in_a_row_are_paced_and_good_answers_end_the_run(
         writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 200 OK\r\n")
-        await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+        await reader.readexactly(_length(head))
         fresh = b"Bearer yet-another-token"  # the first token's own run goes on
         assert max(await _refused_in_a_row(stream, 5, fresh)) < 0.05
         # So does a second of quiet (a client that honours Retry-After is never paced).
@@ -454,8 +453,7 @@ async def test_a_client_retrying_a_shed_request_at_once_is_paced_from_the_first(
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), head
             assert b"\r\nRetry-After: 1\r\n" in head
-            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-            await reader.readexactly(length)
+            await reader.readexactly(_length(head))
             took.append(time.monotonic() - started)
         # 10, 20, 40, 80 ms: the replica is overloaded and the client did not wait.
         for expected, seconds in zip((0.01, 0.02, 0.04, 0.08), took, strict=True):
