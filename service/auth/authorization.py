@@ -186,36 +186,7 @@ def _refused(description: str, reason: str) -> InvalidToken:
     return InvalidToken(description, reason=reason)
 
 
-class _LastConfirmed:
-    """The caller last confirmed and what it was confirmed from. The requests that shared
-    one approval read get the same row: the first builds the confirmed caller, the others
-    take it (a caller is immutable). Holding the row keeps its identity from being reused."""
-
-    __slots__ = ("caller", "key", "row")
-
-    def __init__(self) -> None:
-        self.row: object = None
-        self.key: tuple[object, ...] = ()
-        self.caller: Caller | None = None
-
-
-_LAST = _LastConfirmed()
-
-
 def _confirmed(pending: Caller, row: Mapping[str, Any] | None) -> Caller:
-    key = (
-        pending.approval_id, pending.account_id, pending.generation, pending.client_id,
-        pending.scopes,
-    )  # fmt: skip
-    last = _LAST
-    if row is not None and row is last.row and key == last.key and last.caller is not None:
-        return last.caller
-    caller = _confirm(pending, row)
-    last.row, last.key, last.caller = row, key, caller
-    return caller
-
-
-def _confirm(pending: Caller, row: Mapping[str, Any] | None) -> Caller:
     if row is None or row["generation"] is None:
         raise _refused("The approval behind this token no longer exists", "revoked")
     if row["revoked"]:
