@@ -33,6 +33,7 @@ from service.auth.oauth.pages import (
     see_other,
     unreadable_form,
 )
+from service.client_address import client_address
 from service.keys import CONFIG, DB_POOL, METRICS
 from service.passwords import hash_password, verify_password
 
@@ -118,7 +119,7 @@ async def signin(request: web.Request) -> web.Response:
             error="Enter your email address and password.", status=400,
         )  # fmt: skip
     email = email.strip()[:MAX_EMAIL_LENGTH]
-    address = request.remote or "unknown"
+    address = client_address(request)
     wait = await throttle.seconds_to_wait(pool, email, address)
     if wait:
         request.app[METRICS].auth_failed("other")
