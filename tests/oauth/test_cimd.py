@@ -17,8 +17,10 @@ from service.app import create_app
 from service.auth.oauth import cimd as cimd_module
 from service.auth.oauth import cimd_fetch
 from service.auth.oauth.cimd import cache_seconds
-from service.auth.oauth.cimd_fetch import PublicOnlyResolver, public_address
+from service.auth.oauth.cimd_fetch import document_target, judged_addresses
+from service.auth.oauth.outbound_address import public_address
 from service.config import Config
+from service.errors import FetchRefused
 from service.keys import METADATA_CLIENTS
 from tests.oauth.conftest import OAuth
 from tests.oauth.flow import Account, Registered, authorize_params, bearer, pkce, seed_account
@@ -325,12 +327,9 @@ def test_public_addresses() -> None:
 
 
 async def test_resolver_refuses_names_with_private_addresses() -> None:
-    resolver = PublicOnlyResolver()
-    try:
-        with pytest.raises(OSError, match="private or local"):
-            await resolver.resolve("localhost", 443)
-    finally:
-        await resolver.close()
+    target = document_target("https://localhost/client.json", allow_private=False)
+    with pytest.raises(FetchRefused, match="private or local"):
+        await judged_addresses(target, allow_private=False)
 
 
 async def test_fetch_session_is_closed_with_the_app(cimd: OAuth) -> None:
