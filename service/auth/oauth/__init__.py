@@ -8,6 +8,7 @@ the approvals page, the token and revocation endpoints. One concern a module:
     cimd.py           Client ID Metadata Documents: validation, cache, stored client
     client_lookup.py  the client a client_id names at /authorize, /token, /revoke
     cimd_fetch.py     the SSRF-guarded fetch of a metadata document
+    outbound_address.py  where that fetch may connect: host forms, public unicast
     names.py          client name and registered scope, cleaned and checked
     cors.py           CORS for /register, /token, /revoke and the metadata documents
     requests.py       the authorization request, validated on every step
