@@ -5,6 +5,7 @@ the security review (issue 21) and the general rule beyond them. Pure: no socket
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -168,7 +169,7 @@ def six_to_four(v4: str) -> str:
 
 
 # Every IPv6 form that carries an IPv4 address, as a function of that address.
-CARRIERS = {
+CARRIERS: dict[str, Callable[[str], str]] = {
     "IPv4-mapped": lambda v4: f"::ffff:{v4}",
     "IPv4-compatible": lambda v4: f"::{v4}",
     "SIIT": lambda v4: f"::ffff:0:{v4}",
