@@ -274,7 +274,7 @@ async def roll(replicas: Replicas, i: int, lb: OwnHAProxy, *, timeout: float = 6
         timeline.exited = since()
         if timeline.listener_closed < 0:
             timeline.listener_closed = timeline.exited
-        down_at = await asyncio.to_thread(lb.wait_state, server, "DOWN", after=sent, timeout=1.0)
+        down_at = await asyncio.to_thread(lb.wait_state, server, "DOWN", after=sent, timeout=5.0)
         timeline.marked_down = round(down_at - sent, 3)
         replicas.restart(i)
         timeline.started = since()
