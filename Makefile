@@ -73,8 +73,10 @@ BENCH_ARGS ?=
 bench: install tools
 	$(BIN)/python -m tests.bench $(BENCH_ARGS)
 
+# `make soak SOAK_ARGS="--rolling --minutes 3"`: replicas behind HAProxy, restarted in turn.
+SOAK_ARGS ?=
 soak: install tools
-	$(BIN)/python -m tests.soak
+	$(BIN)/python -m tests.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .tools .data

@@ -1,9 +1,11 @@
 """The main listener: serve until SIGTERM/SIGINT, then the graceful drain.
 
 On the first signal readiness fails (service/health.py) while the listener keeps serving
-for `drain_seconds`, so load balancers stop routing here; then the listener closes,
-in-flight requests get `shutdown_timeout` to finish, and the cleanup contexts close the
-pools. A second signal skips the rest of the wait.
+for `drain_seconds`, so load balancers stop routing here (every response meanwhile says
+`Connection: close`); then the listener closes, idle keep-alive connections are closed,
+in-flight requests get `shutdown_timeout` to finish (their connections close after the
+response), and the cleanup contexts close the pools. A second signal skips the rest of the
+wait. The order and the timeline: docs/operations.md, "Rolling restarts".
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ async def drain(
         except TimeoutError:
             pass
     started = time.perf_counter()
-    await runner.cleanup()  # stop listening, wait for in-flight requests, close pools
+    for site in list(runner.sites):
+        await site.stop()  # new connections are refused from here on
+    log.info("listener closed: in-flight requests finish")
+    await runner.cleanup()  # close idle connections, wait for in-flight requests, close pools
     log.info("stopped", extra={"shutdown_seconds": round(time.perf_counter() - started, 3)})
 
 

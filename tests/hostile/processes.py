@@ -139,23 +139,8 @@ class Replicas:
         return f"http://127.0.0.1:{self.ports[i]}"
 
     def start(self) -> Replicas:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("ELOVA_")}
-        script = Path(sys.executable).with_name("elova-mcp")
-        command = [str(script), "serve"]
-        if not script.exists():
-            command = [sys.executable, "-m", "service", "serve"]
-        for i, port in enumerate(self.ports):
-            fd, name = tempfile.mkstemp(prefix=f"elova-hostile-{port}-", suffix=".log")
-            self.logs.append(Path(name))
-            with os.fdopen(fd, "wb") as out:
-                env = {**base, **self.env, "ELOVA_PORT": str(port)}
-                if self.metrics_ports:
-                    env["ELOVA_METRICS_PORT"] = str(self.metrics_ports[i])
-                self.procs.append(
-                    subprocess.Popen(
-                        command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
-                    )
-                )
+        for i in range(len(self.ports)):
+            self.procs.append(self._spawn(i))
         try:
             for port in self.ports:
                 _wait_port(port, 30)
@@ -163,6 +148,31 @@ class Replicas:
             self.stop()
             raise
         return self
+
+    def restart(self, i: int) -> None:
+        """Start replica `i` again (same port and settings) once its process has exited;
+        its output is appended to the same log. Returns without waiting for it to listen."""
+        if self.procs[i].poll() is None:
+            raise RuntimeError(f"replica {i} is still running")
+        self.procs[i] = self._spawn(i)
+
+    def _spawn(self, i: int) -> subprocess.Popen[bytes]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ELOVA_")}
+        script = Path(sys.executable).with_name("elova-mcp")
+        command = [str(script), "serve"]
+        if not script.exists():
+            command = [sys.executable, "-m", "service", "serve"]
+        if len(self.logs) <= i:
+            fd, name = tempfile.mkstemp(prefix=f"elova-hostile-{self.ports[i]}-", suffix=".log")
+            os.close(fd)
+            self.logs.append(Path(name))
+        env = {**base, **self.env, "ELOVA_PORT": str(self.ports[i])}
+        if self.metrics_ports:
+            env["ELOVA_METRICS_PORT"] = str(self.metrics_ports[i])
+        with self.logs[i].open("ab") as out:
+            return subprocess.Popen(
+                command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+            )
 
     def output(self, i: int = 0) -> str:
         return self.logs[i].read_text("utf-8", errors="replace")

@@ -1,6 +1,6 @@
 """Soak: two `elova-mcp serve` replicas under mixed load for ten minutes (`make soak`).
 
-    python -m tests.soak [--minutes 10] [--clients 8]
+    python -m tests.soak [--minutes 10] [--clients 8] [--rolling [--roll-every 20]]
 
 Mixed load: every tool, cursor walks, the 2026-07-28 era and 2025-11-25 sessions (opened
 and closed), through three approvals of two accounts, against a fresh database on the
@@ -9,7 +9,14 @@ machine's PostgreSQL and a fresh key prefix on its Redis. Clients honour Retry-A
 Passes (exit 0) when: no answer other than success or 429; resident memory (RSS), open file
 descriptors and PostgreSQL connections of each replica do not grow from the first third of
 the run (after warm-up) to the last; no admission slot is held once the load stops; the
-in-flight gauges are back to zero. The figures are printed either way.
+in-flight gauges are back to zero; no client crashed. The figures are printed either way.
+
+`--rolling` (`make soak SOAK_ARGS=--rolling`): three replicas behind HAProxy with the shipped
+deploy/haproxy.cfg, the clients calling through it and refreshing every 10 s, and one replica
+restarted (SIGTERM, drain, exit, start on the same port) every `--roll-every` seconds, in
+turn (tests/soak/rolling.py). A connection error counts as a failed answer; the soak also
+fails when a roll does not complete in order (readiness down, HAProxy marks it DOWN,
+listener closed, exit, ready, UP).
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ from service.config import Config
 from tests.hostile.processes import Replicas
 from tests.hostile.wire import Mcp, Reply, modern_body, modern_headers
 from tests.hostile.world import Granted, World, build_world
+from tests.soak.rolling import ROLL_EVERY_SECONDS, Roller
+from tests.support.haproxy import OwnHAProxy
+from tests.support.server import free_port
 from tests.support.services import REDIS_URL, create_database, drop_database
 
 SAMPLE_SECONDS = 10.0
@@ -46,6 +56,8 @@ LIMITS = {
     "DB_POOL_MAX": "6",
     "EXPECTED_REPLICAS": "2",
 }
+# Refreshes are frequent while rolling, so that some cross every restart.
+ROLLING_REFRESH_AFTER = 10.0
 # Growth allowed from the first third to the last (medians): allocator noise, not a leak.
 RSS_GROWTH_BYTES = 12 * 1024 * 1024
 FD_GROWTH = 8
@@ -81,6 +93,17 @@ class Stats:
         if len(self.failures) < 20:
             self.failures.append(reply.body[:300].decode("utf-8", "replace"))
 
+    def broken(self, what: str, err: BaseException) -> None:
+        """A request that got no answer (a connection error), or a client that crashed."""
+        self.answers[what] += 1
+        if len(self.failures) < 20:
+            self.failures.append(f"{what}: {err!r}")
+
+
+def _header(reply: Reply, name: str) -> str | None:
+    """A header of `reply` whatever its case (HAProxy sends header names in lower case)."""
+    return next((v for k, v in reply.headers.items() if k.lower() == name.lower()), None)
+
 
 class Tokens:
     """An approval's tokens, shared by the clients using it: refreshed at the token endpoint
@@ -89,17 +112,24 @@ class Tokens:
 
     REFRESH_AFTER = float(os.environ.get("ELOVA_SOAK_REFRESH_AFTER", "180"))
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, granted: Granted) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        granted: Granted,
+        refresh_after: float = REFRESH_AFTER,
+    ) -> None:
         self.session, self.base_url, self.granted = session, base_url, granted
+        self.refresh_after = refresh_after
         self.access, self.refresh_token = granted.token, granted.refresh_token
         self.issued_at = time.monotonic()
         self.lock = asyncio.Lock()
         self.refreshes = 0
 
     async def current(self) -> str:
-        if time.monotonic() - self.issued_at > self.REFRESH_AFTER:
+        if time.monotonic() - self.issued_at > self.refresh_after:
             async with self.lock:
-                if time.monotonic() - self.issued_at > self.REFRESH_AFTER:
+                if time.monotonic() - self.issued_at > self.refresh_after:
                     await self._refresh()
         return self.access
 
@@ -127,10 +157,14 @@ class Client:
 
     async def send(self, mcp: Mcp, body: bytes, headers: dict[str, str]) -> Reply:
         started = time.perf_counter()
-        reply = await mcp.post(body, headers)
+        try:
+            reply = await mcp.post(body, headers)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            self.stats.broken("connection error", err)
+            return Reply(0, {}, b"")
         self.stats.record(reply, time.perf_counter() - started)
         if reply.status == 429:
-            await asyncio.sleep(min(float(reply.headers.get("Retry-After", "1")), 1.0))
+            await asyncio.sleep(min(float(_header(reply, "Retry-After") or "1"), 1.0))
         return reply
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Reply:
@@ -187,9 +221,10 @@ class Client:
                  "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                             "clientInfo": {"name": "soak", "version": "1"}}}  # fmt: skip
         opened = await self.send(mcp, json.dumps(hello).encode(), headers)
-        if opened.status != 200:
+        session_id = _header(opened, "Mcp-Session-Id")
+        if opened.status != 200 or session_id is None:
             return
-        headers |= {"Mcp-Session-Id": opened.headers["Mcp-Session-Id"],
+        headers |= {"Mcp-Session-Id": session_id,
                     "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
         note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         await self.send(mcp, json.dumps(note).encode(), headers)
@@ -197,9 +232,12 @@ class Client:
                 "name": "get_many_workspaces", "arguments": {"limit": 1}})):  # fmt: skip
             message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
             await self.send(self.rng.choice(self.mcps), json.dumps(message).encode(), headers)
-        async with mcp.client.delete(mcp.url, headers=headers) as resp:
-            await resp.read()
-            self.stats.record(Reply(resp.status, dict(resp.headers), b""), 0.0)
+        try:
+            async with mcp.client.delete(mcp.url, headers=headers) as resp:
+                await resp.read()
+                self.stats.record(Reply(resp.status, dict(resp.headers), b""), 0.0)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            self.stats.broken("connection error", err)
 
 
 def _proc_figures(pid: int) -> tuple[int, int]:
@@ -242,7 +280,16 @@ def _median(values: list[int]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
-def report(samples: list[Sample], stats: Stats, held_after: int, inflight: list[float]) -> bool:
+def report(
+    samples: list[Sample],
+    stats: Stats,
+    held_after: int,
+    inflight: list[float],
+    *,
+    restarted: bool = False,
+) -> bool:
+    """Print the figures; whether the soak passed. Once replicas were `restarted`, the early
+    and late samples of a replica are different processes: their growth is not checked."""
     third = max(1, len(samples) // 3)
     early, late = samples[:third], samples[-third:]
     ok = True
@@ -254,8 +301,9 @@ def report(samples: list[Sample], stats: Stats, held_after: int, inflight: list[
     for i in range(len(samples[0].rss)):
         rss_growth = _median([s.rss[i] for s in late]) - _median([s.rss[i] for s in early])
         fd_growth = _median([s.fds[i] for s in late]) - _median([s.fds[i] for s in early])
-        print(f"replica {i}: RSS growth {rss_growth / 2**20:+.1f} MiB, fd growth {fd_growth:+.0f}")
-        ok &= rss_growth <= RSS_GROWTH_BYTES and fd_growth <= FD_GROWTH
+        print(f"replica {i}: RSS growth {rss_growth / 2**20:+.1f} MiB, fd growth {fd_growth:+.0f}"
+              + (" (not checked: restarted)" if restarted else ""))  # fmt: skip
+        ok &= restarted or (rss_growth <= RSS_GROWTH_BYTES and fd_growth <= FD_GROWTH)
     pg_growth = _median([s.pg_connections for s in late]) - _median(
         [s.pg_connections for s in early]
     )
@@ -275,20 +323,39 @@ def report(samples: list[Sample], stats: Stats, held_after: int, inflight: list[
     return ok
 
 
-async def soak(minutes: float, clients: int) -> bool:
+async def soak(minutes: float, clients: int, roll_every: float | None = None) -> bool:
+    """The soak; with `roll_every`, three replicas behind HAProxy rolled that often."""
     db = await create_database("elova_soak")
-    replicas = Replicas(db.dsn, replicas=2, env=LIMITS, metrics=True)
+    rolling = roll_every is not None
+    count = 3 if rolling else 2
+    env = {**LIMITS, "EXPECTED_REPLICAS": str(count)}
+    front = free_port()
+    if rolling:  # the token audience and allowed Host are the balancer's
+        env["PUBLIC_URL"] = f"http://127.0.0.1:{front}"
+    refresh_after = min(Tokens.REFRESH_AFTER, ROLLING_REFRESH_AFTER) if rolling else None
+    replicas = Replicas(db.dsn, replicas=count, env=env, metrics=True)
+    lb = OwnHAProxy(replicas.ports, port=front) if rolling else None
     pool = await asyncpg.create_pool(db.dsn, min_size=1, max_size=2)
     redis = aioredis.from_url(REDIS_URL)
+    roller: Roller | None = None
     try:
         cfg = Config.from_env({**replicas.env, "ELOVA_PORT": str(replicas.ports[0])})
         world = await build_world(pool, TokenService(cfg))
         replicas.start()
+        urls = [replicas.url(i) for i in range(count)]
+        if lb is not None:
+            lb.start()
+            urls = [lb.url]
+            roller = Roller(replicas, lb, roll_every or ROLL_EVERY_SECONDS)
+        quiet = roller.quiet if roller is not None else asyncio.Lock()
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            mcps = [Mcp(session, replicas.url(i) + "/mcp") for i in range(2)]
+            mcps = [Mcp(session, url + "/mcp") for url in urls]
             stats, stop = Stats(), asyncio.Event()
-            holders = [Tokens(session, replicas.url(0), g) for g in world.approvals.values()]
+            holders = [
+                Tokens(session, urls[0], g, refresh_after or Tokens.REFRESH_AFTER)
+                for g in world.approvals.values()
+            ]
             runners = [
                 asyncio.create_task(
                     Client(mcps, holders[i % len(holders)], world, stats, i).run(stop)
@@ -297,17 +364,26 @@ async def soak(minutes: float, clients: int) -> bool:
             ]
             started = time.monotonic()
             samples: list[Sample] = []
-            print(f"soak: {minutes:g} min, {clients} clients, replicas at {replicas.ports}")
+            print(f"soak: {minutes:g} min, {clients} clients, replicas at {replicas.ports}"
+                  + (f" behind HAProxy at {front}, one rolled every {roll_every:g} s"
+                     if rolling else ""))  # fmt: skip
+            if roller is not None:
+                roller.start()
             while time.monotonic() - started < minutes * 60:
                 await asyncio.sleep(SAMPLE_SECONDS)
-                samples.append(await _sample(replicas, pool, redis, started))
+                async with quiet:  # no replica is restarting
+                    samples.append(await _sample(replicas, pool, redis, started))
+                    exited = any(p.poll() is not None for p in replicas.procs)
                 s = samples[-1]
                 print(f"  {s.at:5.0f} s  answers {dict(stats.answers)}  slots {s.held_slots}",
                       flush=True)  # fmt: skip
-                if any(p.poll() is not None for p in replicas.procs):
+                if exited:
                     print("a replica exited:\n" + replicas.output(0)[-3000:])
                     stop.set()
                     break
+            if roller is not None:
+                async with roller.quiet:
+                    await roller.stop()
             stop.set()
             await asyncio.gather(*runners, return_exceptions=True)
             await asyncio.sleep(0.5)
@@ -316,9 +392,13 @@ async def soak(minutes: float, clients: int) -> bool:
             print(f"token refreshes: {sum(h.refreshes for h in holders)}")
             for runner in runners:
                 if runner.done() and runner.exception() is not None:
-                    print("client failed:", repr(runner.exception()))
-        return report(samples, stats, held_after, inflight)
+                    stats.broken("client crashed", runner.exception() or RuntimeError())
+        rolled = roller.report() if roller is not None else True
+        passed = report(samples, stats, held_after, inflight, restarted=roller is not None)
+        return passed and rolled
     finally:
+        if lb is not None:
+            lb.stop()
         replicas.stop()
         await pool.close()
         await redis.aclose()
@@ -331,8 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rolling", action="store_true", help="roll replicas behind HAProxy")
+    parser.add_argument("--roll-every", type=float, default=ROLL_EVERY_SECONDS, metavar="S")
     args = parser.parse_args(argv)
-    return 0 if asyncio.run(soak(args.minutes, args.clients)) else 1
+    roll_every = args.roll_every if args.rolling else None
+    return 0 if asyncio.run(soak(args.minutes, args.clients, roll_every)) else 1
 
 
 if __name__ == "__main__":
