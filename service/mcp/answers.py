@@ -59,10 +59,16 @@ def failure(
     return Answer(p.error_body(rpc_id, p.INTERNAL_ERROR, "Internal error"), 500, outcome="error")
 
 
+def _outcome(status: int) -> str:
+    """A 5xx is the service failing to answer (a dependency down, a deadline, a bug): it
+    counts against availability ("error"), whichever layer refused; a 4xx is the client's."""
+    return "error" if status >= 500 else "protocol_error"
+
+
 def protocol_error(rpc_id: p.RequestId | None, err: ProtocolError) -> Answer:
     status = 500 if err.code == p.INTERNAL_ERROR else err.http_status
     body = p.error_body(rpc_id, err.code, err.message, err.data)
-    return Answer(body, status, outcome="error" if status == 500 else "protocol_error")
+    return Answer(body, status, outcome=_outcome(status))
 
 
 def refused(
@@ -73,7 +79,7 @@ def refused(
 ) -> Answer:
     """An HTTP-level refusal: JSON-RPC -32600 with `message`."""
     return Answer(
-        p.error_body(rpc_id, p.INVALID_REQUEST, message), status, headers or {}, "protocol_error"
+        p.error_body(rpc_id, p.INVALID_REQUEST, message), status, headers or {}, _outcome(status)
     )
 
 

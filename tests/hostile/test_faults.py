@@ -29,6 +29,7 @@ from service.store.migrate import migrate
 from tests.hostile.processes import OwnPostgres, OwnRedis, Replicas, wait_live
 from tests.hostile.wire import Mcp, Reply, check_answer
 from tests.hostile.world import Granted, World, build_world
+from tests.support.server import free_port
 from tests.support.services import REDIS_URL, TestDatabase
 
 pytestmark = pytest.mark.slow
@@ -137,7 +138,11 @@ def _workspace_of(token: str) -> dict[str, str]:
 async def test_postgresql_restart_under_load(session: aiohttp.ClientSession) -> None:
     pg = OwnPostgres().init()
     try:
-        replicas = Replicas(pg.dsn, env={**GENEROUS, "REQUEST_DEADLINE_SECONDS": "3"})
+        metrics_port = free_port()
+        replicas = Replicas(
+            pg.dsn,
+            env={**GENEROUS, "REQUEST_DEADLINE_SECONDS": "3", "METRICS_PORT": str(metrics_port)},
+        )
         world = await seed(pg.dsn, replicas, fresh=True)
         replicas.start()
         try:
@@ -164,10 +169,17 @@ async def test_postgresql_restart_under_load(session: aiohttp.ClientSession) -> 
                 output = _errors(replicas.output())
                 raise AssertionError(f"{err}\n--- server output ---\n{output}") from None
             assert replicas.procs[0].poll() is None, "the service must not have exited"
+            # Every 503 the outage caused counts against availability (outcome="error"), so
+            # the burn-rate alerts see a full outage; none is counted as the client's fault.
+            failed = await _counted(session, metrics_port, 'outcome="error"')
+            blamed_on_clients = await _counted(session, metrics_port, 'outcome="protocol_error"')
         finally:
             replicas.stop()
     finally:
         pg.destroy()
+    unavailable = sum(1 for _, st, _s in tally.seen if st == 503)
+    assert failed >= unavailable, (failed, unavailable)
+    assert blamed_on_clients == 0, blamed_on_clients
     before = [s for t, _, s in tally.seen if t < down_at]
     during = [(st, s) for t, st, s in tally.seen if down_at + 0.3 < t < up_at]
     recovered = [t for t, _, s in tally.seen if t > up_at and s == "ok"]
@@ -192,6 +204,17 @@ async def _metric(session: aiohttp.ClientSession, port: int, name: str) -> float
     raise AssertionError(f"{name} not exported")
 
 
+async def _counted(session: aiohttp.ClientSession, port: int, label: str) -> float:
+    """The sum of elova_mcp_requests_total over the series carrying `label`."""
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        lines = (await resp.text()).splitlines()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line.startswith("elova_mcp_requests_total{") and label in line
+    )
+
+
 async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float) -> float:
     """Seconds until the coroutine function `check` returns True (fails after timeout)."""
     started = time.monotonic()
@@ -208,8 +231,6 @@ async def test_redis_killed_degrades_limits_without_errors(
     own = OwnRedis().start()
     metrics_port = None
     try:
-        from tests.support.server import free_port
-
         metrics_port = free_port()
         env = {**GENEROUS, "REDIS_URL": own.url, "METRICS_PORT": str(metrics_port)}
         replicas = Replicas(test_database.dsn, env=env)
