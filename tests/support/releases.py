@@ -46,11 +46,21 @@ def _git(*args: str) -> str:
 
 
 def newest_migrations(count: int) -> list[Path]:
-    """The `count` newest migration files of this tree (relative to its root), oldest first."""
-    names = sorted(p.name for p in (ROOT / MIGRATIONS).glob("[0-9][0-9][0-9][0-9]_*.sql"))
-    if len(names) < count:
-        raise NoEarlierRelease(f"this tree has {len(names)} migrations, not {count}")
-    return [MIGRATIONS / name for name in names[-count:]]
+    """The `count` migration files of this tree added last (relative to its root): files not
+    committed yet, then by the commit of main's line that added them, newest first. Not by
+    number: each area has its own range of numbers (docs/architecture.md), so a migration
+    added today may carry a lower number than one added yesterday."""
+    present = {MIGRATIONS / p.name for p in (ROOT / MIGRATIONS).glob("[0-9][0-9][0-9][0-9]_*.sql")}
+    if len(present) < count:
+        raise NoEarlierRelease(f"this tree has {len(present)} migrations, not {count}")
+    log = _git(
+        "log", "--first-parent", "--diff-merges=first-parent", "--diff-filter=A",
+        "--name-only", "--format=", "HEAD", "--", str(MIGRATIONS),
+    ).split()  # fmt: skip
+    added = [Path(name) for name in log]  # newest commit first, each file once
+    age = {path: i for i, path in reversed(list(enumerate(added)))}
+    order = sorted(present, key=lambda p: (age.get(p, -1), -int(p.name[:4])))
+    return order[:count]
 
 
 def _exists_at(commit: str, files: Sequence[Path]) -> list[Path]:

@@ -3,9 +3,9 @@ while the new `migrate` runs, then its replicas are replaced one at a time by th
 under a steady load of tool calls, with zero failed requests (docs/decisions/migrations.md).
 
 "The previous release" is the code of main's newest commit without the newest migration
-files, taken from git history (tests/support/releases.py); the test runs over the newest
-migration and over the newest three, so a migration that is trivially compatible does not
-leave the rule untested.
+files (those added last, whatever their numbers), taken from git history
+(tests/support/releases.py); the test runs over the newest migration and over the newest
+three, so a migration that is trivially compatible does not leave the rule untested.
 
 The load: two 2026-07-28 stateless clients and one 2025-11-25 session opened on the old code
 and kept across the migration and the restarts, alternating between the replicas in
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -66,6 +67,18 @@ class Tally:
     phase: str = "before"
     answers: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
+    started: dict[str, float] = field(default_factory=lambda: {"before": time.monotonic()})
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        self.started[phase] = time.monotonic()
+
+    def seconds(self) -> dict[str, float]:
+        """How long each phase lasted, to the end of the load."""
+        ends = [*list(self.started.values())[1:], time.monotonic()]
+        return {
+            p: round(end - t, 1) for (p, t), end in zip(self.started.items(), ends, strict=True)
+        }
 
     def ok(self) -> None:
         self.answers[self.phase] += 1
@@ -254,8 +267,9 @@ async def _new_migrate(settings: dict[str, str], files: list[Path]) -> float:
     return time.monotonic() - started
 
 
-# A loaded 2-core machine: each run takes 15-25 s on a quiet one, up to 55 s beside others.
-@pytest.mark.timeout(90)
+# Mostly process starts (three old commands, four replicas, the new migrate): each run took
+# 45-80 s on this 2-core machine beside seven other engineers' tests (load average 10-12).
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("newest", [1, 3], ids=["newest-migration", "newest-3-migrations"])
 async def test_previous_release_serves_through_migrate_and_roll(
     newest: int, tmp_path: Path
@@ -266,8 +280,11 @@ async def test_previous_release_serves_through_migrate_and_roll(
         if newest > 1 and commit == release_before(newest_migrations(1)):
             pytest.skip(f"the newest {newest} migrations came in one release")
     except NoEarlierRelease as reason:
+        if os.environ.get("CI"):  # .ci/run fetches the whole history
+            pytest.fail(str(reason))
         pytest.skip(str(reason))
     print(f"previous release: {describe(commit)}; new migrations: {[f.name for f in files]}")
+    setup_started = time.monotonic()
     database = Fresh()
     await database.create()
     replicas: list[Replica] = []
@@ -284,6 +301,7 @@ async def test_previous_release_serves_through_migrate_and_roll(
                 replicas.append(await asyncio.to_thread(Replica(old, settings, port).start))
             rotation = Rotation(ports)
             tally, stop = Tally(), asyncio.Event()
+            setup_seconds = time.monotonic() - setup_started
             senders = [
                 _stateless(token, workspace, "get_many_executions"),
                 _stateless(token, workspace, "get_workspace"),
@@ -292,26 +310,27 @@ async def test_previous_release_serves_through_migrate_and_roll(
             load = [asyncio.create_task(_calls(rotation, tally, stop, s)) for s in senders]
             try:
                 await asyncio.sleep(STEADY_SECONDS)
-                tally.phase = "migrating"
+                tally.enter("migrating")
                 migrate_seconds = await _new_migrate(settings, files)
-                tally.phase = "old code on the new schema"
+                tally.enter("old code on the new schema")
                 await asyncio.sleep(STEADY_SECONDS)
                 for i, port in enumerate(ports):
-                    tally.phase = f"rolling {port}"
+                    tally.enter(f"rolling {port}")
                     await rotation.take_out(port)
                     assert await asyncio.to_thread(replicas[i].stop) == 0, replicas[i].output()
                     replicas[i].close()
                     replicas[i] = await asyncio.to_thread(Replica(ROOT, settings, port).start)
                     rotation.put_back(port)
                     await asyncio.sleep(STEADY_SECONDS / 2)
-                tally.phase = "new code"
+                tally.enter("new code")
                 await asyncio.sleep(STEADY_SECONDS)
             finally:
                 stop.set()
                 await asyncio.gather(*load)
             total = sum(tally.answers.values())
-            print(f"{total} requests, {len(tally.failures)} failed, per phase: "
-                  f"{dict(tally.answers)}; new migrate took {migrate_seconds:.2f} s")  # fmt: skip
+            print(f"{total} requests, {len(tally.failures)} failed")
+            print(f"per phase {dict(tally.answers)}, seconds {tally.seconds()}")
+            print(f"the new migrate took {migrate_seconds:.2f} s, setup {setup_seconds:.1f} s")
             assert tally.failures == [], tally.failures[:10]
             assert all(tally.answers[phase] > 0 for phase in ("before", "new code"))
             assert tally.answers["old code on the new schema"] > 0
