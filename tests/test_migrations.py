@@ -111,7 +111,7 @@ async def test_a_migration_that_never_gets_its_lock_is_refused_and_applies_nothi
             "SELECT count(*) FROM information_schema.columns WHERE table_name = 'probe'"
         )
         assert columns == 1
-        # The runner let go of the advisory lock: another runner is not kept waiting.
+        # Nothing is left holding the runner's lock: another runner goes ahead at once.
         other = await asyncpg.connect(dsn)
         assert await asyncio.wait_for(migrate(other, migrations=PROBE), 5) == ["9001_probe.sql"]
         for conn in (holder, runner, other):
@@ -139,6 +139,19 @@ async def test_a_migration_marked_outside_a_transaction_can_build_an_index_concu
             "SELECT indisvalid FROM pg_index WHERE indexrelid = 'probe_note'::regclass"
         )
         assert valid is True
+        # A build that fails leaves an invalid index: the next run says so, records nothing.
+        await conn.execute("INSERT INTO probe VALUES (1, 'same'), (2, 'same')")
+        unique = Migration(
+            9003,
+            "9003_probe_unique.sql",
+            "-- migrate: outside a transaction\n"
+            "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS probe_once ON probe (note);\n",
+        )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await migrate(conn, migrations=[unique])
+        with pytest.raises(MigrationError, match="index probe_once is not valid"):
+            await migrate(conn, migrations=[unique])
+        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
         await conn.close()
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

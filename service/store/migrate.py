@@ -1,15 +1,17 @@
 """Versioned SQL migrations: plain files `NNNN_name.sql`, applied in order, once each.
 
-Safe to run twice or from several replicas at once: a session advisory lock serialises
-runners, and `schema_migrations` records what was applied (with a checksum, so an edited
-migration is refused instead of silently skipped).
+Safe to run twice or from several replicas at once, and through a transaction-mode pooler:
+an advisory lock taken in each migration's transaction serialises runners, and
+`schema_migrations` records what was applied (with a checksum, so an edited migration is
+refused instead of silently skipped).
 
 Safe to run while the previous release serves (docs/decisions/migrations.md): each migration
 commits on its own, so the locks it takes are held for that migration only; and a migration
 waits at most `LOCK_TIMEOUT_SECONDS` for a table lock before it gives up its place in the lock
 queue (every reader of that table would queue behind it), pauses and tries again. A migration
 whose file says `-- migrate: outside a transaction` (one statement, such as `CREATE INDEX
-CONCURRENTLY`) runs outside a transaction block, where such statements must run.
+CONCURRENTLY IF NOT EXISTS`) runs outside a transaction block, where such statements must
+run, and is refused if it leaves an invalid index behind.
 """
 
 from __future__ import annotations
@@ -76,9 +78,8 @@ async def migrate(
     attempts: int = LOCK_ATTEMPTS,
 ) -> list[str]:
     """Apply pending migrations (`available()` unless given); return the names applied."""
-    applied_now: list[str] = []
-    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
-    try:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
         await conn.execute(
             """CREATE TABLE IF NOT EXISTS schema_migrations (
                    version    integer PRIMARY KEY,
@@ -86,32 +87,23 @@ async def migrate(
                    checksum   text NOT NULL,
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
-        rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations")
-        done = {r["version"]: r for r in rows}
-        for mig in available() if migrations is None else migrations:
-            prior = done.get(mig.version)
-            if prior is not None:
-                if prior["checksum"] != mig.checksum:
-                    raise MigrationError(
-                        f"migration {mig.name} changed after it was applied; add a new one instead"
-                    )
-                continue
-            await _apply_patiently(conn, mig, lock_timeout=lock_timeout, attempts=attempts)
+    applied_now: list[str] = []
+    for mig in available() if migrations is None else migrations:
+        if await _apply_patiently(conn, mig, lock_timeout=lock_timeout, attempts=attempts):
             applied_now.append(mig.name)
-    finally:
-        if not conn.is_closed():
-            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
     return applied_now
 
 
 async def _apply_patiently(
     conn: asyncpg.Connection, mig: Migration, *, lock_timeout: float, attempts: int
-) -> None:
+) -> bool:
+    """Apply one migration unless it is; True when this call applied it."""
     pause = FIRST_PAUSE_SECONDS
     for attempt in range(1, attempts + 1):
         try:
-            await _apply(conn, mig, lock_timeout)
-            return
+            if mig.in_transaction:
+                return await _apply(conn, mig, lock_timeout)
+            return await _apply_outside_a_transaction(conn, mig)
         except asyncpg.LockNotAvailableError as err:
             if attempt == attempts:
                 raise MigrationError(
@@ -121,19 +113,60 @@ async def _apply_patiently(
                 ) from err
         await asyncio.sleep(pause)
         pause = min(pause * 2, LONGEST_PAUSE_SECONDS)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _apply(conn: asyncpg.Connection, mig: Migration, lock_timeout: float) -> None:
-    record = "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)"
-    if not mig.in_transaction:
-        # CREATE INDEX CONCURRENTLY and its kind block neither readers nor writers while
-        # they wait, and a lock timeout would leave an invalid index behind: no timeout.
-        await conn.execute(mig.sql)
-        await conn.execute(record, mig.version, mig.name, mig.checksum)
-        return
-    async with conn.transaction():
-        await conn.execute(
-            "SELECT set_config('lock_timeout', $1, true)", f"{round(lock_timeout * 1000)}ms"
+# The runner's lock is a transaction's (pg_advisory_xact_lock), taken again for each
+# migration: a session lock would not survive a transaction-mode pooler (PgBouncer hands
+# each transaction any server connection), and the migrate Job may go through one.
+async def _claim(conn: asyncpg.Connection, mig: Migration) -> bool:
+    """Inside a transaction: take the runner's lock; False when `mig` is applied already."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+    prior = await conn.fetchval(
+        "SELECT checksum FROM schema_migrations WHERE version = $1", mig.version
+    )
+    if prior is not None and prior != mig.checksum:
+        raise MigrationError(
+            f"migration {mig.name} changed after it was applied; add a new one instead"
         )
+    return prior is None
+
+
+_RECORD = """INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)
+             ON CONFLICT (version) DO NOTHING"""
+
+
+async def _apply(conn: asyncpg.Connection, mig: Migration, lock_timeout: float) -> bool:
+    async with conn.transaction():
+        if not await _claim(conn, mig):
+            return False
+        # Set after the runner's own lock: waiting for another runner is no reader's stall.
+        lock_ms = f"{round(lock_timeout * 1000)}ms"
+        await conn.execute("SELECT set_config('lock_timeout', $1, true)", lock_ms)
         await conn.execute(mig.sql)
-        await conn.execute(record, mig.version, mig.name, mig.checksum)
+        await conn.execute(_RECORD, mig.version, mig.name, mig.checksum)
+    return True
+
+
+async def _apply_outside_a_transaction(conn: asyncpg.Connection, mig: Migration) -> bool:
+    """A `CREATE INDEX CONCURRENTLY` and its kind: no lock timeout (they wait without
+    blocking readers or writers, and a timeout would leave an invalid index), no runner's
+    lock across the statement (none can be held outside a transaction)."""
+    async with conn.transaction():
+        if not await _claim(conn, mig):
+            return False
+    await conn.execute(mig.sql)
+    invalid = await conn.fetch(
+        """SELECT i.indexrelid::regclass::text AS name FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indexrelid
+            WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace"""
+    )
+    if invalid:
+        names = ", ".join(r["name"] for r in invalid)
+        raise MigrationError(
+            f"migration {mig.name}: index {names} is not valid (a concurrent build failed, or "
+            f"another session is still building it); once no `migrate` runs, DROP INDEX "
+            f"CONCURRENTLY it and run `elova-mcp migrate` again"
+        )
+    await conn.execute(_RECORD, mig.version, mig.name, mig.checksum)
+    return True
