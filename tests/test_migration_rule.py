@@ -4,7 +4,9 @@ A migration from `RULE_FROM` on may not do, unmarked, what breaks the previous r
 it still serves (a contract step: drop, rename, change a type, make a column NOT NULL, add a
 NOT NULL column without a default) or what holds a table lock for longer than a moment
 (build an index on an existing table without CONCURRENTLY, add a CHECK or FOREIGN KEY to an
-existing table without NOT VALID, rewrite a table for a volatile default, LOCK TABLE). Two
+existing table without NOT VALID, rewrite a table for a volatile default, LOCK TABLE), nor
+what the runner cannot run safely (CONCURRENTLY inside a transaction or without IF [NOT]
+EXISTS, more than one statement outside a transaction). Two
 markers in the file let a finding through, each with its reason written down:
 
     -- contract: safe after release 0.4.0 (no release from 0.4.0 on reads workspaces.name)
@@ -50,6 +52,10 @@ _INDEX = re.compile(
     rf"(?:{_WORD}\s+)?ON\s+(?:ONLY\s+)?({_WORD})"
 )
 _ALTER = re.compile(rf"^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?({_WORD})")
+_UNGUARDED_CONCURRENTLY = re.compile(
+    r"\b(?:CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?!IF\s+NOT\s+EXISTS\b)"
+    r"|DROP\s+INDEX\s+CONCURRENTLY\s+(?!IF\s+EXISTS\b))"
+)
 _VALIDATED = re.compile(r"\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY)\b")
 _VOLATILE_DEFAULT = re.compile(r"\bDEFAULT\s+(?:gen_random_uuid|random|clock_timestamp)\s*\(", re.I)
 # Left to right, so that a quote inside a comment or a `--` inside a string is no surprise.
@@ -84,6 +90,8 @@ def findings(mig: Migration) -> list[tuple[str, str]]:
             found.append(("lock", "LOCK TABLE"))
         if "CONCURRENTLY" in statement and mig.in_transaction:
             found.append(("runner", "CONCURRENTLY needs '-- migrate: outside a transaction'"))
+        if _UNGUARDED_CONCURRENTLY.search(statement):
+            found.append(("runner", "CONCURRENTLY without IF [NOT] EXISTS: a second runner fails"))
     if not mig.in_transaction and len(parts) != 1:
         found.append(("runner", "outside a transaction, a migration is one statement"))
     return found
@@ -169,7 +177,8 @@ def _mig(sql: str) -> Migration:
         ("ALTER TABLE approvals VALIDATE CONSTRAINT c;", []),
         ("CREATE OR REPLACE FUNCTION f(a uuid) RETURNS int LANGUAGE sql AS $f$ SELECT 1 $f$;",
          []),
-        ("-- migrate: outside a transaction\nCREATE INDEX CONCURRENTLY e_x ON executions (x);", []),
+        ("-- migrate: outside a transaction\n"
+         "CREATE INDEX CONCURRENTLY IF NOT EXISTS e_x ON executions (x);", []),
         ("COMMENT ON TABLE approvals IS 'we never DROP or RENAME this';", []),
         ("CREATE FUNCTION f() RETURNS void LANGUAGE sql AS $$ DROP TABLE x $$;", []),
         # Contract steps.
@@ -192,9 +201,13 @@ def _mig(sql: str) -> Migration:
         ("ALTER TABLE approvals ADD COLUMN k uuid DEFAULT gen_random_uuid();", ["lock"]),
         ("LOCK TABLE approvals IN ACCESS EXCLUSIVE MODE;", ["lock"]),
         # What the runner cannot run.
-        ("CREATE INDEX CONCURRENTLY e_x ON executions (x);", ["runner"]),
-        ("-- migrate: outside a transaction\nCREATE INDEX CONCURRENTLY a ON t (a);\n"
-         "CREATE INDEX CONCURRENTLY b ON t (b);", ["runner"]),
+        ("CREATE INDEX CONCURRENTLY IF NOT EXISTS e_x ON executions (x);", ["runner"]),
+        ("-- migrate: outside a transaction\nCREATE INDEX CONCURRENTLY e_x ON executions (x);",
+         ["runner"]),
+        ("-- migrate: outside a transaction\nDROP INDEX CONCURRENTLY e_x;",
+         ["contract", "runner"]),
+        ("-- migrate: outside a transaction\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a ON t (a);"
+         "\nCREATE INDEX CONCURRENTLY IF NOT EXISTS b ON t (b);", ["runner"]),
     ],
 )  # fmt: skip
 def test_what_the_rule_asks_about(sql: str, kinds: list[str]) -> None:
