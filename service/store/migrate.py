@@ -1,14 +1,25 @@
 """Versioned SQL migrations: plain files `NNNN_name.sql`, applied in order, once each.
 
-Safe to run twice or from several replicas at once: a transaction-level advisory lock
-serialises runners, and `schema_migrations` records what was applied (with a checksum,
-so an edited migration is refused instead of silently skipped).
+Safe to run twice or from several replicas at once, and through a transaction-mode pooler:
+an advisory lock taken in each migration's transaction serialises runners, and
+`schema_migrations` records what was applied (with a checksum, so an edited migration is
+refused instead of silently skipped).
+
+Safe to run while the previous release serves (docs/decisions/migrations.md): each migration
+commits on its own, so the locks it takes are held for that migration only; and a migration
+waits at most `LOCK_TIMEOUT_SECONDS` for a table lock before it gives up its place in the lock
+queue (every reader of that table would queue behind it), pauses and tries again. A migration
+whose file says `-- migrate: outside a transaction` (one statement, such as `CREATE INDEX
+CONCURRENTLY IF NOT EXISTS`) runs outside a transaction block, where such statements must
+run, and is refused if it leaves an invalid index behind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -18,6 +29,15 @@ from service.errors import MigrationError
 
 _LOCK_KEY = 0x656C6F7661  # "elova": one advisory lock for the migration runner
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_OUTSIDE_TRANSACTION = re.compile(r"^-- migrate: outside a transaction\s*$", re.MULTILINE)
+
+# How long a migration's statement may wait for a table lock. While it waits, every later
+# lock request on that table (each reader's) queues behind it: the wait is what readers may
+# stall, so it is short, and the migration tries again after a pause instead.
+LOCK_TIMEOUT_SECONDS = 1.0
+LOCK_ATTEMPTS = 10
+FIRST_PAUSE_SECONDS = 0.5
+LONGEST_PAUSE_SECONDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +49,11 @@ class Migration:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.sql.encode()).hexdigest()
+
+    @property
+    def in_transaction(self) -> bool:
+        """False for a migration marked `-- migrate: outside a transaction`."""
+        return _OUTSIDE_TRANSACTION.search(self.sql) is None
 
 
 def available() -> list[Migration]:
@@ -45,9 +70,14 @@ def available() -> list[Migration]:
     return found
 
 
-async def migrate(conn: asyncpg.Connection) -> list[str]:
-    """Apply pending migrations; return the names applied by this call."""
-    applied_now: list[str] = []
+async def migrate(
+    conn: asyncpg.Connection,
+    *,
+    migrations: Sequence[Migration] | None = None,
+    lock_timeout: float = LOCK_TIMEOUT_SECONDS,
+    attempts: int = LOCK_ATTEMPTS,
+) -> list[str]:
+    """Apply pending migrations (`available()` unless given); return the names applied."""
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
         await conn.execute(
@@ -57,22 +87,86 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
                    checksum   text NOT NULL,
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
-        rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations")
-        done = {r["version"]: r for r in rows}
-        for mig in available():
-            prior = done.get(mig.version)
-            if prior is not None:
-                if prior["checksum"] != mig.checksum:
-                    raise MigrationError(
-                        f"migration {mig.name} changed after it was applied; add a new one instead"
-                    )
-                continue
-            await conn.execute(mig.sql)
-            await conn.execute(
-                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                mig.version,
-                mig.name,
-                mig.checksum,
-            )
+    applied_now: list[str] = []
+    for mig in available() if migrations is None else migrations:
+        if await _apply_patiently(conn, mig, lock_timeout=lock_timeout, attempts=attempts):
             applied_now.append(mig.name)
     return applied_now
+
+
+async def _apply_patiently(
+    conn: asyncpg.Connection, mig: Migration, *, lock_timeout: float, attempts: int
+) -> bool:
+    """Apply one migration unless it is; True when this call applied it."""
+    pause = FIRST_PAUSE_SECONDS
+    for attempt in range(1, attempts + 1):
+        try:
+            if mig.in_transaction:
+                return await _apply(conn, mig, lock_timeout)
+            return await _apply_outside_a_transaction(conn, mig)
+        except asyncpg.LockNotAvailableError as err:
+            if attempt == attempts:
+                raise MigrationError(
+                    f"migration {mig.name} waited {attempts} times {lock_timeout:g} s for a "
+                    "table lock another session holds (a long transaction?); nothing of it "
+                    "was applied: run `elova-mcp migrate` again once it ends"
+                ) from err
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, LONGEST_PAUSE_SECONDS)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# The runner's lock is a transaction's (pg_advisory_xact_lock), taken again for each
+# migration: a session lock would not survive a transaction-mode pooler (PgBouncer hands
+# each transaction any server connection), and the migrate Job may go through one.
+async def _claim(conn: asyncpg.Connection, mig: Migration) -> bool:
+    """Inside a transaction: take the runner's lock; False when `mig` is applied already."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
+    prior = await conn.fetchval(
+        "SELECT checksum FROM schema_migrations WHERE version = $1", mig.version
+    )
+    if prior is not None and prior != mig.checksum:
+        raise MigrationError(
+            f"migration {mig.name} changed after it was applied; add a new one instead"
+        )
+    return prior is None
+
+
+_RECORD = """INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)
+             ON CONFLICT (version) DO NOTHING"""
+
+
+async def _apply(conn: asyncpg.Connection, mig: Migration, lock_timeout: float) -> bool:
+    async with conn.transaction():
+        if not await _claim(conn, mig):
+            return False
+        # Set after the runner's own lock: waiting for another runner is no reader's stall.
+        lock_ms = f"{round(lock_timeout * 1000)}ms"
+        await conn.execute("SELECT set_config('lock_timeout', $1, true)", lock_ms)
+        await conn.execute(mig.sql)
+        await conn.execute(_RECORD, mig.version, mig.name, mig.checksum)
+    return True
+
+
+async def _apply_outside_a_transaction(conn: asyncpg.Connection, mig: Migration) -> bool:
+    """A `CREATE INDEX CONCURRENTLY` and its kind: no lock timeout (they wait without
+    blocking readers or writers, and a timeout would leave an invalid index), no runner's
+    lock across the statement (none can be held outside a transaction)."""
+    async with conn.transaction():
+        if not await _claim(conn, mig):
+            return False
+    await conn.execute(mig.sql)
+    invalid = await conn.fetch(
+        """SELECT i.indexrelid::regclass::text AS name FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indexrelid
+            WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace"""
+    )
+    if invalid:
+        names = ", ".join(r["name"] for r in invalid)
+        raise MigrationError(
+            f"migration {mig.name}: index {names} is not valid (a concurrent build failed, or "
+            f"another session is still building it); once no `migrate` runs, DROP INDEX "
+            f"CONCURRENTLY it and run `elova-mcp migrate` again"
+        )
+    await conn.execute(_RECORD, mig.version, mig.name, mig.checksum)
+    return True
