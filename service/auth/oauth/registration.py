@@ -116,20 +116,18 @@ def hash_client_secret(secret: str) -> bytes:
 
 
 async def _document(request: web.Request) -> RegistrationRequest:
-    """The registration document, decoded within its bounds; RegistrationRefused if not."""
+    """The registration document, decoded within its bounds; RegistrationRefused if not.
+    A document over its bound but within the request bound (32 KiB) is decoded first, so
+    the refusal can name a field over its own bound."""
     if request.content_type != "application/json":
         raise _bad("send the client metadata as application/json")
     too_big = _bad(f"the registration document is at most {MAX_DOCUMENT_BYTES} bytes", "size")
-    if (request.content_length or 0) > MAX_DOCUMENT_BYTES:
-        raise too_big
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise too_big from None
-    if len(body) > MAX_DOCUMENT_BYTES:
-        raise too_big
     try:
-        return _decoder.decode(body)
+        document = _decoder.decode(body)
     except msgspec.ValidationError as err:
         message = str(err)
         named = field_of(message)
@@ -143,8 +141,11 @@ async def _document(request: web.Request) -> RegistrationRequest:
     except msgspec.DecodeError:
         raise _bad("the request body is not a JSON object") from None
     except RecursionError:
-        # Deep nesting (within the document bound) must be a 400, not a 500.
+        # Deep nesting (within the request bound) must be a 400, not a 500.
         raise _bad("the client metadata is nested too deeply") from None
+    if len(body) > MAX_DOCUMENT_BYTES:  # every field within its bound, the whole is not
+        raise too_big
+    return document
 
 
 def _kept(req: RegistrationRequest) -> dict[str, Any]:
