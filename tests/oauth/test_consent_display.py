@@ -35,7 +35,7 @@ def visible_text(html: str) -> str:
 
 
 def form_action(resp: Any) -> str:
-    policy = resp.headers["Content-Security-Policy"]
+    policy: str = resp.headers["Content-Security-Policy"]
     return next(d for d in policy.split("; ") if d.startswith("form-action "))
 
 
