@@ -126,7 +126,7 @@ async def registration_limit_ctx(app: web.Application) -> AsyncIterator[None]:
     cfg = app[CONFIG]
     app[REGISTRATION_LIMIT] = RegistrationLimit(
         cfg.registration,
-        redis=app[REDIS],
+        redis=app.get(REDIS),
         key_prefix=cfg.redis_key_prefix,
         replicas=cfg.limits.expected_replicas,
         timeout_seconds=cfg.limits.redis_timeout_seconds,
