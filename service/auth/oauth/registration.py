@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from aiohttp import hdrs, web
@@ -32,6 +32,7 @@ from service.auth.oauth.client_metadata import (
     ClientName,
     Entries,
     InfoURL,
+    Method,
     RedirectURIs,
     Scope,
     SoftwareId,
@@ -50,7 +51,6 @@ from service.keys import DB_POOL, METRICS, REGISTRATION_LIMIT
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 APPLICATION_TYPES = ("web", "native")
-Method = Annotated[str, msgspec.Meta(max_length=64)]
 
 
 class RegistrationRequest(msgspec.Struct, omit_defaults=True):
