@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
+from service.auth.oauth.registration_limit import address_key
 from service.config import Config
 from service.keys import DB_POOL, METRICS
 from tests.oauth.conftest import ClientFactory, OAuth
@@ -230,3 +231,17 @@ async def test_without_redis_each_instance_keeps_its_own_share(
     refused = await register(a)
     assert refused.status == 429
     assert 1 <= int(refused.headers["Retry-After"]) <= 120
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("203.0.113.7", "203.0.113.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("::ffff:203.0.113.7", "203.0.113.7"),
+        ("unknown", "unknown"),
+    ],
+)
+def test_the_limit_counts_an_ipv6_host_by_its_64(address: str, key: str) -> None:
+    assert address_key(address) == key
