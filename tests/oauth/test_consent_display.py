@@ -185,3 +185,25 @@ def test_a_metadata_document_name_is_cleaned_like_a_registered_one() -> None:
     ]:
         with pytest.raises(FetchRefused, match=field):
             validate_document(url, json.dumps({**body, field: value}).encode())
+
+
+async def test_approving_a_client_with_an_international_host_redirects_to_it(
+    oauth: OAuth, account: Account
+) -> None:
+    """The code goes back to the URI as registered, written in ASCII in the Location header
+    (host in punycode, the rest percent-encoded): the same URL to a browser."""
+    reg = await oauth.register(["https://пример.рф/путь?x=ü&y=%41"])
+    _, challenge = pkce()
+    params = authorize_params(reg, challenge, oauth.resource)
+    await oauth.signin(account)
+    resp = await oauth.decide(params, workspaces=account.workspaces[:1])
+    assert resp.status == 303, await resp.text()
+    location = resp.headers["Location"]
+    assert location.isascii()
+    expected = "https://xn--e1afmkfd.xn--p1ai/%D0%BF%D1%83%D1%82%D1%8C?x=%C3%BC&y=%41&code="
+    assert location.startswith(expected), location
+    assert "https://xn--e1afmkfd.xn--p1ai" in resp.headers["Content-Security-Policy"]
+    got = await oauth.code_for(account, reg)
+    assert got["code"]
+    tokens = await oauth.exchange(got)
+    assert tokens.status == 200, await tokens.text()

@@ -20,7 +20,7 @@ import ipaddress
 import re
 import unicodedata
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -190,6 +190,25 @@ def redirect_host(uri: str) -> ShownHost:
     if parts.netloc:
         return ShownHost(f"{parts.scheme}://{parts.netloc}")
     return ShownHost(f"{parts.scheme}:")
+
+
+# What stays as it is when a URI is written in ASCII: RFC 3986's reserved and unreserved
+# characters and `%` (already-encoded bytes are not encoded again).
+_URI_SAFE = "!#$%&'()*+,/:;=?@[]~-._"
+
+
+def ascii_uri(uri: str) -> str:
+    """A valid redirect URI as ASCII, for a Location header: the host in punycode, other
+    non-ASCII characters percent-encoded as UTF-8; an ASCII URI is returned unchanged."""
+    if uri.isascii():
+        return uri
+    parts = urlsplit(uri)
+    netloc = parts.netloc
+    if parts.scheme in ("https", "http"):
+        host, port = split_authority(netloc)
+        netloc = ascii_host(host) + (f":{port}" if port else "")
+    path, query = quote(parts.path, safe=_URI_SAFE), quote(parts.query, safe=_URI_SAFE)
+    return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
 def is_app_scheme(uri: str) -> bool:
