@@ -86,6 +86,9 @@ class RegistrationLimit:
                 taken, retry_ms = await self._script(
                     keys=[self._prefix + key], args=[self.burst, self.per_hour]
                 )
+        except asyncio.CancelledError:
+            self._breaker.abandon()  # the client went away: no answer either way
+            raise
         except (RedisError, OSError, TimeoutError) as err:
             self._breaker.record_failure()
             if not self.shared_down:
