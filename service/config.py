@@ -68,6 +68,32 @@ class Connections:
     longest_refusal_pause_seconds: float = 1.0
 
 
+# Client registration (docs/decisions/oauth.md, "Registration bounds") -------------------
+
+
+@dataclass(frozen=True)
+class Registration:
+    """Dynamic registration's limit per client address (a token bucket: `burst` at once,
+    refilled at `per_hour`), and how long a client that never completed an authorization
+    is kept (`unused_retention_hours`; swept every `sweep_seconds` by each replica)."""
+
+    burst: int = 10
+    per_hour: int = 30
+    unused_retention_hours: int = 168
+    sweep_seconds: float = 600.0
+
+
+def _registration(env: Mapping[str, str]) -> Registration:
+    return Registration(
+        burst=_parse(env, "ELOVA_OAUTH_REGISTER_BURST", _positive_int, 10),
+        per_hour=_parse(env, "ELOVA_OAUTH_REGISTER_PER_HOUR", _positive_int, 30),
+        unused_retention_hours=_parse(
+            env, "ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS", _positive_int, 168
+        ),
+        sweep_seconds=_parse(env, "ELOVA_OAUTH_CLIENT_SWEEP_SECONDS", _positive_float, 600.0),
+    )
+
+
 # Redis engines (issue 12) ---------------------------------------------------------------
 
 REDIS_MODES = ("standalone", "cluster", "sentinel")
@@ -182,6 +208,7 @@ class Config:
     redis_engine: RedisEngine = field(default_factory=RedisEngine)
     shedding: Shedding = field(default_factory=Shedding)
     connections: Connections = field(default_factory=Connections)
+    registration: Registration = field(default_factory=Registration)
 
     @property
     def mcp_resource(self) -> str:
@@ -268,6 +295,7 @@ class Config:
                     env, "ELOVA_LONGEST_REFUSAL_PAUSE_MS", _millis, 1.0
                 ),
             ),
+            registration=_registration(env),
         )
 
 

@@ -35,7 +35,9 @@ refusals that the approval page, the token endpoint and `elova-mcp approve` answ
 Outside that tree, and never answered on /mcp:
 
     OAuthError(Exception)        authorization server: RFC 6749 §5.2 JSON error and status
+    └── RegistrationRefused      POST /register: also the reason its metrics count
     PageRefusal(Exception)       /authorize: shown on a page (client or redirect URI unknown)
+    ClientGone(Exception)        the approval POST: its client was swept meanwhile
     RedirectRefusal(Exception)   /authorize: sent back to the registered redirect URI
     FetchRefused(Exception)      a Client ID Metadata Document that cannot be fetched or used
     PrivateAddress(OSError)      its resolver: the name has a non-public address
@@ -295,6 +297,19 @@ class OAuthError(Exception):
         self.description = description
         self.status = status
         self.headers: dict[str, str] = {}
+
+
+class RegistrationRefused(OAuthError):
+    """A refused registration; `reason` is its metrics label (rate, size, host, …)."""
+
+    def __init__(self, reason: str, error: str, description: str, *, status: int = 400) -> None:
+        super().__init__(error, description, status=status)
+        self.reason = reason
+
+
+class ClientGone(Exception):
+    """The approval's client was deleted (never used: service/auth/oauth/client_retention.py)
+    between the page's checks and the approval's transaction."""
 
 
 class PageRefusal(Exception):

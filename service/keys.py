@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
     from service.auth.oauth.cimd import MetadataClients
+    from service.auth.oauth.registration_limit import RegistrationLimit
     from service.auth.tokens import TokenService
     from service.config import Config
     from service.drain import DrainState
@@ -52,6 +53,8 @@ ACTIVITY: web.AppKey[ActivityRecorder] = web.AppKey("approval_activity")
 # Client ID Metadata Documents: the per-process cache of accepted (and refused) ones, and
 # the fetch session.
 METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients")
+# Dynamic registrations per client address (service/auth/oauth/registration_limit.py).
+REGISTRATION_LIMIT: web.AppKey[RegistrationLimit] = web.AppKey("registration_limit")
 # The pages' stylesheet (templates/elova.css), read once at start.
 OAUTH_STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
 

@@ -86,6 +86,11 @@ AUTH_REASONS = (
 GRANTS = ("authorization_code", "refresh_token", "operator")
 SHED_REASONS = ("loop_lag", "inflight")
 CONNECTION_CUTS = ("header_timeout", "body_timeout", "idle_evicted", "refused")
+# Why POST /register refused a client: the per-address limit (429), a value or the document
+# over its bound, a redirect URI's host, another redirect-URI rule, other metadata (a bad
+# value, a body that is not a JSON object).
+REGISTRATION_REFUSALS = ("rate", "size", "host", "redirect_uri", "metadata")
+CLIENT_KINDS = ("dynamic", "metadata")
 DB_OPERATIONS = frozenset(
     TOOLS | {"auth", "oauth", "approvals", "sessions", "health", "load", "other"}
 )
@@ -258,6 +263,16 @@ class Metrics:
             "paced_refusals_total",
             "Refusals whose answer waited because their connection kept being refused.",
         )
+        self.registration_refusals = counter(
+            "registration_refusals_total",
+            "Dynamic client registrations refused, by reason.",
+            ("reason",),
+        )
+        self.clients_removed = counter(
+            "unused_clients_removed_total",
+            "Clients deleted because they never completed an authorization, by kind.",
+            ("kind",),
+        )
         Info(f"{PREFIX}_build", "Version of the running service.", registry=reg).info(
             {"version": _version(), "python_version": platform.python_version()}
         )
@@ -285,6 +300,10 @@ class Metrics:
             self.connection_cuts.labels(reason)
         for grant in GRANTS:
             self.tokens.labels(grant)
+        for reason in REGISTRATION_REFUSALS:
+            self.registration_refusals.labels(reason)
+        for kind in CLIENT_KINDS:
+            self.clients_removed.labels(kind)
         for tool in sorted(TOOLS):
             self.requests.labels("tools/call", tool, "ok", NONE)
             self.requests.labels("tools/call", tool, "error", NONE)
@@ -406,6 +425,14 @@ class Metrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    def registration_refused(self, reason: str) -> None:
+        """reason: rate | size | host | redirect_uri | metadata."""
+        self._child(self.registration_refusals, bounded(reason, REGISTRATION_REFUSALS)).inc()
+
+    def unused_clients_removed(self, kind: str, count: int) -> None:
+        """Clients deleted by the retention sweep; kind: dynamic | metadata."""
+        self._child(self.clients_removed, bounded(kind, CLIENT_KINDS)).inc(count)
 
     def request_shed(self, reason: str) -> None:
         """A 503 from load shedding: reason is loop_lag | inflight."""

@@ -123,3 +123,28 @@ def test_a_malformed_database_url_names_the_variable_and_an_example() -> None:
     for bad in ("foo", "postgresql://u@h:99999/db"):
         with pytest.raises(ConfigError, match="ELOVA_DATABASE_URL is malformed"):
             Config.from_env(env(ELOVA_DATABASE_URL=bad))
+
+
+def test_registration_settings() -> None:
+    defaults = Config.from_env(env()).registration
+    assert (defaults.burst, defaults.per_hour) == (10, 30)
+    assert (defaults.unused_retention_hours, defaults.sweep_seconds) == (168, 600.0)
+    cfg = Config.from_env(
+        env(
+            ELOVA_OAUTH_REGISTER_BURST="3",
+            ELOVA_OAUTH_REGISTER_PER_HOUR="7",
+            ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS="24",
+            ELOVA_OAUTH_CLIENT_SWEEP_SECONDS="0.5",
+        )
+    ).registration
+    assert (cfg.burst, cfg.per_hour, cfg.unused_retention_hours, cfg.sweep_seconds) == (
+        3, 7, 24, 0.5,
+    )  # fmt: skip
+    for variable, value in [
+        ("ELOVA_OAUTH_REGISTER_BURST", "0"),
+        ("ELOVA_OAUTH_REGISTER_PER_HOUR", "many"),
+        ("ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS", "-1"),
+        ("ELOVA_OAUTH_CLIENT_SWEEP_SECONDS", "0"),
+    ]:
+        with pytest.raises(ConfigError, match=variable):
+            Config.from_env(env(**{variable: value}))

@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from service.auth.activity import read_approval_activity
+from service.auth.oauth.names import shown_client_name
 from service.rules.shaping import format_instant
 
 # One SQL expression a source, each the newest instant it knows for approval `a` (or null).
@@ -54,7 +55,7 @@ async def list_active_approvals(
         {
             "approvalId": str(r["id"]),
             "clientId": r["client_id"],
-            "clientName": r["client_name"],
+            "clientName": shown_client_name(r["client_name"]),
             "registration": r["kind"],  # operator (approve), dynamic (RFC 7591) or metadata (CIMD)
             "scope": " ".join(r["scopes"]),
             "workspaces": [

@@ -112,7 +112,15 @@ async def test_not_json_is_refused(oauth: OAuth) -> None:
 
 
 async def test_unknown_fields_are_ignored_and_name_is_cleaned(oauth: OAuth) -> None:
-    reg = await oauth.register(client_name="Bad\x00\x1bName" + "x" * 300, frobnicate=True)
+    reg = await oauth.register(client_name="Bad\x00\x1bName" + "x" * 190, frobnicate=True)
     assert reg.body["client_name"].startswith("Bad\ufffd\ufffdName")
-    assert len(reg.body["client_name"]) == 200
+    assert len(reg.body["client_name"]) == 199
     assert "frobnicate" not in reg.body
+    # A name over its bound of 200 characters is refused, naming the field (no longer cut).
+    resp = await oauth.http.post(
+        "/register", json={"redirect_uris": ["https://a.example/cb"], "client_name": "x" * 201}
+    )
+    assert resp.status == 400
+    answer = await resp.json()
+    assert answer["error"] == "invalid_client_metadata"
+    assert "client_name" in answer["error_description"]

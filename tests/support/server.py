@@ -72,6 +72,9 @@ def server_env(
         # answers into load-shedding 503s (tests of shedding set their own).
         "ELOVA_SHED_LOOP_LAG_MS": "0",
         "ELOVA_SHED_MAX_INFLIGHT": "10000",
+        # Every registration of the run comes from 127.0.0.1: the per-address limit must
+        # not refuse the suite (tests of the limit set their own).
+        "ELOVA_OAUTH_REGISTER_BURST": "100000",
     }
     for key, value in (env or {}).items():
         name = key if key.startswith("ELOVA_") else f"ELOVA_{key}"

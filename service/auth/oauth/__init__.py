@@ -10,6 +10,10 @@ the approvals page, the token and revocation endpoints. One concern a module:
     cimd_fetch.py     the SSRF-guarded fetch of a metadata document
     outbound_address.py  where that fetch may connect: host forms, public unicast
     names.py          client name and registered scope, cleaned and checked
+    hosts.py          redirect hosts: the characters allowed, punycode and script display
+    client_metadata.py  the client metadata kept and each field's bound
+    registration_limit.py  registrations per client address (Redis token bucket)
+    client_retention.py  unused clients deleted after the retention
     cors.py           CORS for /register, /token, /revoke and the metadata documents
     requests.py       the authorization request, validated on every step
     authorize.py      GET /authorize: page errors, redirect errors, sign-in or approval page
@@ -41,9 +45,11 @@ from service.auth.oauth import (
     token,
 )
 from service.auth.oauth.client_lookup import metadata_clients_ctx
+from service.auth.oauth.client_retention import client_retention_ctx
 from service.auth.oauth.cors import add_cors_routes, with_cors
 from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.pages import setup_pages
+from service.auth.oauth.registration_limit import registration_limit_ctx
 
 
 def setup_oauth(app: web.Application) -> None:
@@ -51,6 +57,8 @@ def setup_oauth(app: web.Application) -> None:
     setup_pages(app)
     app.middlewares.append(error_pages)
     app.cleanup_ctx.append(metadata_clients_ctx)
+    app.cleanup_ctx.append(registration_limit_ctx)
+    app.cleanup_ctx.append(client_retention_ctx)
     r = app.router
     r.add_get(metadata.PATH, metadata.serve_metadata)
     r.add_post(metadata.REGISTER_PATH, with_cors(registration.register))

@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
+import asyncpg
 from aiohttp import web
 
 from service.auth.approvals import (
@@ -30,6 +31,7 @@ from service.auth.approvals import (
     grant_approval,
 )
 from service.auth.caller import N8N_READ, WORKSPACES_READ
+from service.auth.oauth.client_retention import mark_authorized
 from service.auth.oauth.clients import (
     Client,
     is_app_scheme,
@@ -38,7 +40,9 @@ from service.auth.oauth.clients import (
     redirect_origin,
 )
 from service.auth.oauth.codes import issue_code
+from service.auth.oauth.hosts import ShownHost, shown_host, split_authority
 from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH
+from service.auth.oauth.names import shown_client_name
 from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
 from service.auth.oauth.requests import (
     AuthorizationRequest,
@@ -51,11 +55,12 @@ from service.auth.oauth.signin_sessions import SignedIn, csrf_matches, current_s
 from service.errors import (
     ApprovalLimitReached,
     ApprovalRefused,
+    ClientGone,
     FieldRefused,
     PageRefusal,
     RedirectRefusal,
 )
-from service.keys import CONFIG, DB_POOL
+from service.keys import CONFIG, DB_POOL, METADATA_CLIENTS
 
 LISTED_WORKSPACES = 200
 MAX_NAME_SHOWN = 200
@@ -66,6 +71,10 @@ SCOPE_TEXT = {
     " executions with their error text, and execution statistics.",
 }
 EXPIRY_TEXT = {"1d": "1 day", "7d": "7 days", "30d": "30 days"}
+EXPIRED_CLIENT = (
+    "Its registration was removed because it was never used. Start the connection again "
+    "from the application; it will register again."
+)
 CAP_MESSAGE = (
     f"Your account already has {MAX_ACTIVE_APPROVALS} active approvals, the most allowed. "
     "Revoke one you no longer need on the Approvals page, then approve this application."
@@ -123,7 +132,7 @@ async def show(
     checked = set(checked_workspaces)
     target = urlsplit(req.redirect_uri)
     context = {
-        "client_name": req.client.client_name,
+        "client_name": shown_client_name(req.client.client_name),
         "client_host": client_host(req.client, req.redirect_uri),
         "client_by_document": req.client.kind == "metadata",
         "redirect_host": redirect_host(req.redirect_uri),
@@ -180,12 +189,16 @@ def select_all(listed: list[str], checked: Any) -> list[str]:
     return chosen
 
 
-def client_host(client: Client, redirect_uri: str) -> str:
+def client_host(client: Client, redirect_uri: str) -> ShownHost:
     """The host name a person should recognise: the metadata document's host for a client
     known by its document (the one thing about it a third party cannot fake), else where the
-    browser is sent back to."""
+    browser is sent back to; both shown as service/auth/oauth/hosts.py says."""
     if client.kind == "metadata":
-        return urlsplit(client.client_id).hostname or client.client_id
+        parts = urlsplit(client.client_id)
+        try:
+            return shown_host(split_authority(parts.netloc)[0])
+        except ValueError:
+            return ShownHost(ascii(parts.netloc))
     return redirect_host(redirect_uri)
 
 
@@ -268,17 +281,10 @@ async def decide(request: web.Request) -> web.Response:
         return await show(request, req, session, chosen=chosen, status=400,
                           error="Choose Approve or Deny.")  # fmt: skip
     try:
-        workspace_ids = _check_choices(req, chosen)
-        async with pool.acquire() as conn, conn.transaction():
-            granted = await grant_approval(
-                conn,
-                account_id=session.account_id,
-                client_id=req.client.client_id,
-                workspace_ids=workspace_ids,
-                scopes=chosen["scopes"],
-                expires=chosen["expires"],
-            )
-            code = await issue_code(conn, req, granted)
+        code = await _grant(pool, req, session, chosen)
+    except ClientGone:
+        request.app[METADATA_CLIENTS].forget(req.client.client_id)
+        return error_page(request, "This application is no longer registered", EXPIRED_CLIENT)
     except ApprovalLimitReached:
         return await show(request, req, session, chosen=chosen, status=409, error=CAP_MESSAGE)
     except ApprovalRefused as err:
@@ -288,6 +294,26 @@ async def decide(request: web.Request) -> web.Response:
                           error=_sentence(err), error_field=field)  # fmt: skip
     location = redirect_to(req.redirect_uri, {"code": code}, req.state, cfg.issuer)
     return see_other(location, form_targets=targets)
+
+
+async def _grant(
+    pool: asyncpg.Pool, req: AuthorizationRequest, session: SignedIn, chosen: dict[str, Any]
+) -> str:
+    """The approval as chosen and its code, in one transaction that first marks the client
+    as authorized (ClientGone when the retention sweep deleted it meanwhile)."""
+    workspace_ids = _check_choices(req, chosen)
+    async with pool.acquire() as conn, conn.transaction():
+        if not await mark_authorized(conn, req.client.client_id):
+            raise ClientGone
+        granted = await grant_approval(
+            conn,
+            account_id=session.account_id,
+            client_id=req.client.client_id,
+            workspace_ids=workspace_ids,
+            scopes=chosen["scopes"],
+            expires=chosen["expires"],
+        )
+        return await issue_code(conn, req, granted)
 
 
 def _sentence(err: ApprovalRefused) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 from aiohttp import web
@@ -26,6 +25,7 @@ from service.auth.activity import flush_now, read_approval_activity
 from service.auth.approvals import MAX_ACTIVE_APPROVALS, revoke_approval
 from service.auth.oauth.clients import redirect_host
 from service.auth.oauth.metadata import APPROVALS_PATH, SIGNOUT_PATH
+from service.auth.oauth.names import shown_client_name
 from service.auth.oauth.pages import error_page, render, see_other
 from service.auth.oauth.signin import session_form, signin_location
 from service.auth.oauth.signin_sessions import SignedIn, current_session
@@ -69,8 +69,8 @@ def client_hosts(client_id: str, redirect_uris: list[str]) -> list[str]:
     """Where the client lives: its metadata document's host, else its redirect URIs' hosts
     (none for an operator client)."""
     if client_id.startswith("https://"):
-        return [urlsplit(client_id).netloc]
-    return sorted({redirect_host(u) for u in redirect_uris})
+        return [redirect_host(client_id).text]
+    return sorted({redirect_host(u).text for u in redirect_uris})
 
 
 def _date(instant: datetime | None) -> dict[str, str] | None:
@@ -90,7 +90,7 @@ async def _approvals(
         listed.append(
             {
                 "id": str(r["id"]),
-                "client_name": r["client_name"],
+                "client_name": shown_client_name(r["client_name"]),
                 "hosts": client_hosts(r["client_id"], list(r["redirect_uris"])),
                 "registered_by": registered_by(r["client_id"], r["kind"]),
                 "scopes": list(r["scopes"]),

@@ -6,8 +6,11 @@ document is fetched (`cimd_fetch`, SSRF-guarded), validated, stored in `oauth_cl
 object whose `client_id` is exactly the URL; 1–10 `redirect_uris` under the redirect-URI
 rules; `token_endpoint_auth_method` absent or `none` (no secret can be shared through a
 public document); no `client_secret`; `grant_types`/`response_types` as registration
-accepts them; unknown fields ignored. `client_name` is cleaned like a registered one and
-defaults to the URL's host.
+accepts them; every field within registration's bounds and only registration's kept fields
+stored (client_metadata.py); unknown fields ignored. `client_name` is cleaned like a
+registered one and defaults to the URL's host. Each fetch stamps `document_fetched_at`: a
+document client that never completes an authorization is deleted that long after its
+last fetch (client_retention.py).
 
 Caching: a fetched document is reused for its `Cache-Control: max-age` (`no-store` and
 `no-cache`: not reused), at most ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS (300 s by default);
@@ -35,6 +38,18 @@ import msgspec
 from aiohttp import hdrs
 
 from service.auth.oauth.cimd_fetch import fetch_document, new_session
+from service.auth.oauth.client_metadata import (
+    INFORMATION,
+    MAX_INFO_URL_LENGTH,
+    MAX_REDIRECT_URIS,
+    ClientName,
+    Entries,
+    RedirectURIs,
+    Scope,
+    field_of,
+    information_problem,
+    size_refusal,
+)
 from service.auth.oauth.clients import (
     CLIENT_COLUMNS,
     Client,
@@ -45,7 +60,6 @@ from service.auth.oauth.names import clean_client_name, registered_scope
 from service.errors import FetchRefused
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
-MAX_REDIRECT_URIS = 10
 MAX_CACHED = 1000
 REFUSAL_SECONDS = 30.0
 MAX_CONCURRENT_FETCHES = 4
@@ -58,22 +72,27 @@ def is_metadata_client_id(client_id: str) -> bool:
 
 
 class _Document(msgspec.Struct):
+    """The fields we read, with registration's bounds (client_metadata.py); the
+    informational ones are kept only when they are strings within their bound."""
+
     client_id: str
-    redirect_uris: list[str]
-    client_name: str | None = None
+    redirect_uris: RedirectURIs
+    client_name: ClientName | None = None
     token_endpoint_auth_method: str = "none"
-    grant_types: list[str] = msgspec.field(default_factory=lambda: ["authorization_code"])
-    response_types: list[str] = msgspec.field(default_factory=lambda: ["code"])
-    scope: str | None = None
-    client_uri: str | None = None
-    logo_uri: str | None = None
-    software_id: str | None = None
-    software_version: str | None = None
+    grant_types: Entries = msgspec.field(default_factory=lambda: ["authorization_code"])
+    response_types: Entries = msgspec.field(default_factory=lambda: ["code"])
+    scope: Scope | None = None
+    client_uri: Any = None
+    logo_uri: Any = None
+    tos_uri: Any = None
+    policy_uri: Any = None
+    software_id: Any = None
+    software_version: Any = None
     client_secret: Any = None
 
 
 _decoder = msgspec.json.Decoder(_Document)
-_KEPT = ("client_uri", "logo_uri", "software_id", "software_version")
+_INFORMATION_BOUND = {"software_id": 200, "software_version": 100}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +108,11 @@ def validate_document(url: str, body: bytes) -> Accepted:
     try:
         doc = _decoder.decode(body)
     except msgspec.ValidationError as err:
+        if size_refusal(str(err)):
+            named = field_of(str(err)) or "a field"
+            raise FetchRefused(
+                f"the metadata document's {named} is over its bound: {err}"
+            ) from None
         raise FetchRefused(f"the metadata document is malformed: {err}") from None
     except (msgspec.DecodeError, RecursionError):
         raise FetchRefused("the metadata document is not a JSON object") from None
@@ -98,12 +122,7 @@ def validate_document(url: str, body: bytes) -> Accepted:
         raise FetchRefused("a metadata document must not contain a client_secret")
     if doc.token_endpoint_auth_method != "none":
         raise FetchRefused("a metadata document client must use token_endpoint_auth_method none")
-    if not doc.redirect_uris or len(doc.redirect_uris) > MAX_REDIRECT_URIS:
-        raise FetchRefused(f"the document must list 1 to {MAX_REDIRECT_URIS} redirect URIs")
-    for uri in doc.redirect_uris:
-        problem = redirect_uri_problem(uri)
-        if problem is not None:
-            raise FetchRefused(f"the metadata document's redirect URI is refused: {problem}")
+    _check_redirect_uris(doc.redirect_uris)
     if "authorization_code" not in doc.grant_types or set(doc.grant_types) - set(GRANT_TYPES):
         raise FetchRefused("grant_types must include authorization_code and may add refresh_token")
     if doc.response_types != ["code"]:
@@ -113,8 +132,31 @@ def validate_document(url: str, body: bytes) -> Accepted:
     except ValueError as err:
         raise FetchRefused(f"the metadata document's {err}") from None
     name = clean_client_name(doc.client_name) or (urlsplit(url).hostname or url)
-    kept = {k: getattr(doc, k) for k in _KEPT if isinstance(getattr(doc, k), str)}
+    kept = _information(doc)
     return Accepted(name, list(dict.fromkeys(doc.redirect_uris)), scope, kept)
+
+
+def _check_redirect_uris(uris: list[str]) -> None:
+    if not uris or len(uris) > MAX_REDIRECT_URIS:
+        raise FetchRefused(f"the document must list 1 to {MAX_REDIRECT_URIS} redirect URIs")
+    for uri in uris:
+        problem = redirect_uri_problem(uri)
+        if problem is not None:
+            raise FetchRefused(f"the metadata document's redirect URI is refused: {problem}")
+
+
+def _information(doc: _Document) -> dict[str, str]:
+    """The informational fields as registration keeps them; one over its bound or holding
+    an invisible character refuses the document, like a registration."""
+    kept = {k: getattr(doc, k) for k in INFORMATION if isinstance(getattr(doc, k), str)}
+    for name, value in kept.items():
+        bound = _INFORMATION_BOUND.get(name, MAX_INFO_URL_LENGTH)
+        if len(value) > bound:
+            raise FetchRefused(f"the metadata document's {name} is over its bound of {bound}")
+    problem = information_problem(kept)
+    if problem is not None:
+        raise FetchRefused(f"the metadata document's {problem}")
+    return kept
 
 
 def cache_seconds(headers: Mapping[str, str], ceiling: float) -> float:
@@ -131,11 +173,12 @@ def cache_seconds(headers: Mapping[str, str], ceiling: float) -> float:
 
 _UPSERT = f"""
     INSERT INTO oauth_clients (client_id, client_name, redirect_uris, kind,
-        token_endpoint_auth_method, grant_types, response_types, scope, metadata)
-    VALUES ($1, $2, $3, 'metadata', 'none', $4, '{{code}}', $5, $6::jsonb)
+        token_endpoint_auth_method, grant_types, response_types, scope, metadata,
+        document_fetched_at)
+    VALUES ($1, $2, $3, 'metadata', 'none', $4, '{{code}}', $5, $6::jsonb, now())
     ON CONFLICT (client_id) DO UPDATE SET client_name = EXCLUDED.client_name,
         redirect_uris = EXCLUDED.redirect_uris, scope = EXCLUDED.scope,
-        metadata = EXCLUDED.metadata
+        metadata = EXCLUDED.metadata, document_fetched_at = now()
      WHERE oauth_clients.kind = 'metadata'
     RETURNING {CLIENT_COLUMNS}
 """
@@ -160,6 +203,10 @@ class MetadataClients:
         self._cache.move_to_end(url)
         while len(self._cache) > MAX_CACHED:
             self._cache.popitem(last=False)
+
+    def forget(self, url: str) -> None:
+        """Drop what is cached for `url` (its row was deleted): the next use fetches."""
+        self._cache.pop(url, None)
 
     def _cached(self, url: str) -> Client | FetchRefused | None:
         hit = self._cache.get(url)

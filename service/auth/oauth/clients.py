@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
+
+from service.auth.oauth.hosts import ShownHost, ascii_host, shown_host, split_authority
 
 MAX_REDIRECT_URI_LENGTH = 2000
 LOOPBACK_NAMES = frozenset({"localhost"})
@@ -31,6 +34,9 @@ REFUSED_SCHEMES = frozenset(
      "ws", "wss", "ftp"}
 )  # fmt: skip
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+# The target of an app scheme's URI (`cursor://anysphere.cursor-mcp/...`): RFC 3986
+# unreserved characters and an optional port, nothing a page could show misleadingly.
+_APP_AUTHORITY = re.compile(r"[A-Za-z0-9._~-]+(:\d{1,5})?")
 CLIENT_COLUMNS = (
     "client_id, client_name, redirect_uris, grant_types, scope, kind,"
     " token_endpoint_auth_method, client_secret_hash"
@@ -78,34 +84,59 @@ def is_loopback_host(host: str) -> bool:
 
 def redirect_uri_problem(uri: str) -> str | None:
     """Why `uri` cannot be a redirect URI, or None when it can."""
+    refusal = redirect_uri_refusal(uri)
+    return None if refusal is None else refusal[1]
+
+
+def redirect_uri_refusal(uri: str) -> tuple[str, str] | None:
+    """(reason, why) `uri` cannot be a redirect URI, or None when it can; reason is `host`
+    for a host that breaks service/auth/oauth/hosts.py's rules, else `redirect_uri`."""
     if len(uri) > MAX_REDIRECT_URI_LENGTH:
-        return f"a redirect URI is at most {MAX_REDIRECT_URI_LENGTH} characters"
-    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in uri):
-        return "a redirect URI may not contain spaces or control characters"
+        return "redirect_uri", f"a redirect URI is at most {MAX_REDIRECT_URI_LENGTH} characters"
+    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F or _invisible(ch) for ch in uri):
+        return "redirect_uri", "a redirect URI may not contain spaces or control characters"
     try:
         parts = urlsplit(uri)
-        host = parts.hostname
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
-        return f"{uri!r} is not a valid URI"
+        return "redirect_uri", f"{uri!r} is not a valid URI"
     scheme = parts.scheme
     if not scheme or not _SCHEME.fullmatch(scheme) or not uri.startswith(scheme + ":"):
-        return f"{uri!r} must be an absolute URI: https, http on a loopback host, or an app scheme"
+        return "redirect_uri", (
+            f"{uri!r} must be an absolute URI: https, http on a loopback host, or an app scheme"
+        )
     if scheme in REFUSED_SCHEMES:
-        return f"{uri!r} uses the {scheme}: scheme, which cannot be a redirect URI"
+        return "redirect_uri", f"{uri!r} uses the {scheme}: scheme, which cannot be a redirect URI"
     if parts.fragment or "#" in uri:
-        return f"{uri!r} must not contain a fragment"
-    if parts.username is not None or parts.password is not None:
-        return f"{uri!r} must not contain user information"
+        return "redirect_uri", f"{uri!r} must not contain a fragment"
+    if "\\" in parts.netloc:
+        return "host", f"the host of {uri!r} contains a backslash, which a host name cannot"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "redirect_uri", f"{uri!r} must not contain user information"
     if scheme in ("https", "http"):
-        if not host:
-            return f"{uri!r} must name a host"
-        if scheme == "http" and not is_loopback_host(host):
-            return f"{uri!r} uses http on a host that is not loopback; use https"
-        return None
+        return _web_uri_refusal(uri, parts.netloc, scheme)
+    if parts.netloc and not _APP_AUTHORITY.fullmatch(parts.netloc):
+        return "host", f"the target of {uri!r} may hold only letters, digits, '.', '-', '_', '~'"
     if not (parts.netloc or parts.path):
-        return f"{uri!r} must name a target after the scheme"
+        return "redirect_uri", f"{uri!r} must name a target after the scheme"
     return None
+
+
+def _web_uri_refusal(uri: str, netloc: str, scheme: str) -> tuple[str, str] | None:
+    if not netloc:
+        return "redirect_uri", f"{uri!r} must name a host"
+    try:
+        host, _ = split_authority(netloc)
+        ascii_host(host)
+    except ValueError as err:
+        return "host", f"{uri!r} is refused: {err}"
+    if scheme == "http" and not is_loopback_host(host):
+        return "redirect_uri", f"{uri!r} uses http on a host that is not loopback; use https"
+    return None
+
+
+def _invisible(ch: str) -> bool:
+    return not ch.isascii() and unicodedata.category(ch)[0] in "CZ"
 
 
 def _loopback_http(uri: str) -> bool:
@@ -121,37 +152,63 @@ def _without_port(uri: str) -> tuple[str, str, str, str]:
 
 def matches_registered(asked: str, registered: tuple[str, ...]) -> bool:
     """`asked` is one of the `registered` URIs, byte for byte, or a loopback http one of
-    them with another port (RFC 8252 §7.3)."""
+    them with another port (RFC 8252 §7.3); either way it obeys today's rules (a URI
+    registered before a rule was added cannot be used any more)."""
+    if redirect_uri_problem(asked) is not None:
+        return False
     if asked in registered:
         return True
-    if redirect_uri_problem(asked) is not None or not _loopback_http(asked):
+    if not _loopback_http(asked):
         return False
-    try:
-        key = _without_port(asked)
-        urlsplit(asked).port  # noqa: B018 - a malformed port never matches
-    except ValueError:
-        return False
+    key = _without_port(asked)
     return any(_loopback_http(r) and _without_port(r) == key for r in registered)
 
 
-def redirect_origin(uri: str) -> str:
-    """The CSP source of a redirect URI (for the page's `form-action`): scheme://host[:port]
-    for http(s), the bare scheme (`cursor:`) for an app scheme."""
+def redirect_origin(uri: str) -> str | None:
+    """The CSP source of a valid redirect URI (for the page's `form-action`), serialized
+    from its parsed parts, never copied: scheme://ascii-host[:port] for http(s), the bare
+    scheme (`cursor:`) for an app scheme; None for a URI that breaks the rules."""
+    if redirect_uri_problem(uri) is not None:
+        return None
     parts = urlsplit(uri)
     if parts.scheme in ("https", "http"):
-        return f"{parts.scheme}://{parts.netloc}"
+        host, port = split_authority(parts.netloc)
+        return f"{parts.scheme}://{ascii_host(host)}" + (f":{port}" if port else "")
     return f"{parts.scheme}:"
 
 
-def redirect_host(uri: str) -> str:
+def redirect_host(uri: str) -> ShownHost:
     """What a person is told the browser returns to: the host (and port) of an http(s) URI,
+    in punycode with a single-script Unicode form beside it (service/auth/oauth/hosts.py);
     the scheme and target of an app's URI (`cursor://anysphere.cursor-mcp`)."""
     parts = urlsplit(uri)
     if parts.scheme in ("https", "http"):
-        return parts.netloc
+        try:
+            return shown_host(*split_authority(parts.netloc))
+        except ValueError:
+            return ShownHost(ascii(parts.netloc))  # never reached for a URI that matched
     if parts.netloc:
-        return f"{parts.scheme}://{parts.netloc}"
-    return f"{parts.scheme}:"
+        return ShownHost(f"{parts.scheme}://{parts.netloc}")
+    return ShownHost(f"{parts.scheme}:")
+
+
+# What stays as it is when a URI is written in ASCII: RFC 3986's reserved and unreserved
+# characters and `%` (already-encoded bytes are not encoded again).
+_URI_SAFE = "!#$%&'()*+,/:;=?@[]~-._"
+
+
+def ascii_uri(uri: str) -> str:
+    """A valid redirect URI as ASCII, for a Location header: the host in punycode, other
+    non-ASCII characters percent-encoded as UTF-8; an ASCII URI is returned unchanged."""
+    if uri.isascii():
+        return uri
+    parts = urlsplit(uri)
+    netloc = parts.netloc
+    if parts.scheme in ("https", "http"):
+        host, port = split_authority(netloc)
+        netloc = ascii_host(host) + (f":{port}" if port else "")
+    path, query = quote(parts.path, safe=_URI_SAFE), quote(parts.query, safe=_URI_SAFE)
+    return urlunsplit((parts.scheme, netloc, path, query, ""))
 
 
 def is_app_scheme(uri: str) -> bool:

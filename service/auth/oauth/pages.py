@@ -5,11 +5,14 @@ Every page is rendered with autoescaping (customer-controlled names are text, ne
 markup), is never cached, cannot be framed, sends no referrer, and carries a strict
 Content-Security-Policy: no scripts at all, styles only from our own stylesheet. Chrome
 applies `form-action` to every redirect that follows a form POST, so a page whose form ends
-in a redirect to the client lists that client's redirect origin there.
+in a redirect to the client lists that client's redirect origin there: serialized from the
+validated URI (service/auth/oauth/clients.py `redirect_origin`) and checked once more here
+against the grammar of a CSP source, so no raw input reaches the header.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from importlib import resources
 from typing import Any
@@ -23,15 +26,26 @@ from service.keys import OAUTH_STYLESHEET
 STYLESHEET_PATH = "/oauth/elova.css"
 
 
-def content_security_policy(form_targets: Iterable[str] = ()) -> str:
-    form_action = " ".join(["'self'", *dict.fromkeys(form_targets)])
+# What `form-action` may list beside 'self': a serialized origin (scheme://host[:port], host
+# in ASCII: a name, a dotted quad or a bracketed IPv6 address) or a bare scheme. A target
+# that is not exactly that is left out, so nothing a client wrote can add a directive.
+_CSP_SOURCE = re.compile(
+    r"(?:https?://(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?"
+    r"|[a-z][a-z0-9+.-]*:)"
+)
+
+
+def content_security_policy(form_targets: Iterable[str | None] = ()) -> str:
+    """The pages' policy; `form_targets` are redirect origins (clients.redirect_origin)."""
+    valid = [t for t in form_targets if t is not None and _CSP_SOURCE.fullmatch(t)]
+    form_action = " ".join(["'self'", *dict.fromkeys(valid)])
     return (
         "default-src 'none'; style-src 'self'; img-src 'self'; "
         f"form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
     )
 
 
-def security_headers(form_targets: Iterable[str] = ()) -> dict[str, str]:
+def security_headers(form_targets: Iterable[str | None] = ()) -> dict[str, str]:
     return {
         "Content-Security-Policy": content_security_policy(form_targets),
         "X-Frame-Options": "DENY",
@@ -48,7 +62,7 @@ def render(
     context: dict[str, Any],
     *,
     status: int = 200,
-    form_targets: Iterable[str] = (),
+    form_targets: Iterable[str | None] = (),
 ) -> web.Response:
     response = aiohttp_jinja2.render_template(template, request, context, status=status)
     response.headers.update(security_headers(form_targets))
@@ -73,7 +87,7 @@ def error_page(
     return render(request, "error.html", context, status=status)
 
 
-def see_other(location: str, *, form_targets: Iterable[str] = ()) -> web.Response:
+def see_other(location: str, *, form_targets: Iterable[str | None] = ()) -> web.Response:
     """303 after a form POST (or to another page), with the page headers."""
     return web.Response(
         status=303, headers={"Location": location, **security_headers(form_targets)}

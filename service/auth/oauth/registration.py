@@ -5,10 +5,15 @@ possession with PKCE. A client that asks for `client_secret_post` or `client_sec
 becomes a confidential client: it gets a random `client_secret` (never expiring; only its
 SHA-256 is stored) that `/token` and `/revoke` check, and PKCE is still required. Redirect
 URIs follow `clients.redirect_uri_problem`; `application_type` (`web` or `native`) is kept
-and echoed. Unknown metadata fields are ignored (RFC 7591 §2); the ones we keep are echoed
-back. `refresh_token` is always added to the grant types: every client rotates refresh
-tokens. The answer echoes `grant_types`, `response_types` and `token_endpoint_auth_method`
-as stored.
+and echoed. Which fields are kept and the bound of each: client_metadata.py (anything else
+is dropped, RFC 7591 §2). `refresh_token` is always added to the grant types: every client
+rotates refresh tokens. The answer echoes `grant_types`, `response_types` and
+`token_endpoint_auth_method` as stored.
+
+The ladder: the document's size, its parse and every field's rule (400), then the
+per-address limit (registration_limit.py: 429 with Retry-After; only a registration that
+would be stored takes from it), then the row. Every refusal is counted by reason
+(`Metrics.registration_refused`).
 """
 
 from __future__ import annotations
@@ -19,59 +24,69 @@ import time
 from typing import Any
 
 import msgspec
-from aiohttp import web
+from aiohttp import hdrs, web
 
-from service.auth.oauth.clients import redirect_uri_problem
+from service.auth.oauth.client_metadata import (
+    INFORMATION,
+    MAX_DOCUMENT_BYTES,
+    ClientName,
+    Entries,
+    InfoURL,
+    Method,
+    RedirectURIs,
+    Scope,
+    SoftwareId,
+    SoftwareVersion,
+    field_of,
+    information_problem,
+    size_refusal,
+)
+from service.auth.oauth.clients import redirect_uri_refusal
 from service.auth.oauth.metadata import AUTH_METHODS
-from service.auth.oauth.names import clean_client_name, registered_scope
+from service.auth.oauth.names import DEFAULT_CLIENT_NAME, clean_client_name, registered_scope
 from service.auth.oauth.responses import error_response, json_response
-from service.errors import OAuthError
-from service.keys import DB_POOL
+from service.client_address import client_address
+from service.errors import RegistrationRefused
+from service.keys import DB_POOL, METRICS, REGISTRATION_LIMIT
 
-MAX_REDIRECT_URIS = 10
-DEFAULT_CLIENT_NAME = "Unnamed application"
 GRANT_TYPES = ("authorization_code", "refresh_token")
 APPLICATION_TYPES = ("web", "native")
-# Optional RFC 7591 / OIDC fields kept as sent (strings only) and returned in the response.
-_KEPT = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version")
 
 
 class RegistrationRequest(msgspec.Struct, omit_defaults=True):
-    """The fields we read; anything else in the request is ignored."""
+    """The fields we read, each within its bound; anything else in the request is ignored."""
 
-    redirect_uris: list[str] | None = None
-    token_endpoint_auth_method: str = "none"
-    grant_types: list[str] = msgspec.field(default_factory=lambda: ["authorization_code"])
-    response_types: list[str] = msgspec.field(default_factory=lambda: ["code"])
-    client_name: str | None = None
-    scope: str | None = None
-    application_type: str | None = None
-    client_uri: str | None = None
-    logo_uri: str | None = None
-    tos_uri: str | None = None
-    policy_uri: str | None = None
-    software_id: str | None = None
-    software_version: str | None = None
+    redirect_uris: RedirectURIs | None = None
+    token_endpoint_auth_method: Method = "none"
+    grant_types: Entries = msgspec.field(default_factory=lambda: ["authorization_code"])
+    response_types: Entries = msgspec.field(default_factory=lambda: ["code"])
+    client_name: ClientName | None = None
+    scope: Scope | None = None
+    application_type: Method | None = None
+    client_uri: InfoURL | None = None
+    logo_uri: InfoURL | None = None
+    tos_uri: InfoURL | None = None
+    policy_uri: InfoURL | None = None
+    software_id: SoftwareId | None = None
+    software_version: SoftwareVersion | None = None
 
 
 _decoder = msgspec.json.Decoder(RegistrationRequest)
 
 
-def _bad(description: str) -> OAuthError:
-    return OAuthError("invalid_client_metadata", description)
+def _bad(description: str, reason: str = "metadata") -> RegistrationRefused:
+    return RegistrationRefused(reason, "invalid_client_metadata", description)
 
 
 def _check_redirect_uris(uris: list[str] | None) -> list[str]:
     if not uris:
-        raise OAuthError("invalid_redirect_uri", "redirect_uris must list at least one URI")
-    if len(uris) > MAX_REDIRECT_URIS:
-        raise OAuthError(
-            "invalid_redirect_uri", f"register at most {MAX_REDIRECT_URIS} redirect URIs"
+        raise RegistrationRefused(
+            "redirect_uri", "invalid_redirect_uri", "redirect_uris must list at least one URI"
         )
     for uri in uris:
-        problem = redirect_uri_problem(uri)
-        if problem is not None:
-            raise OAuthError("invalid_redirect_uri", problem)
+        refusal = redirect_uri_refusal(uri)
+        if refusal is not None:
+            raise RegistrationRefused(refusal[0], "invalid_redirect_uri", refusal[1])
     return list(dict.fromkeys(uris))
 
 
@@ -100,26 +115,70 @@ def hash_client_secret(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
-async def register(request: web.Request) -> web.Response:
-    """POST /register: 201 with the client's information, or 400 with an RFC 7591 error."""
+async def _document(request: web.Request) -> RegistrationRequest:
+    """The registration document, decoded within its bounds; RegistrationRefused if not.
+    A document over its bound but within the request bound (32 KiB) is decoded first, so
+    the refusal can name a field over its own bound."""
+    if request.content_type != "application/json":
+        raise _bad("send the client metadata as application/json")
+    too_big = _bad(f"the registration document is at most {MAX_DOCUMENT_BYTES} bytes", "size")
     try:
-        if request.content_type != "application/json":
-            raise _bad("send the client metadata as application/json")
-        try:
-            req = _decoder.decode(await request.read())
-        except msgspec.ValidationError as err:
-            raise _bad(f"malformed client metadata: {err}") from None
-        except msgspec.DecodeError:
-            raise _bad("the request body is not a JSON object") from None
-        except RecursionError:
-            # Deep nesting (within the 32 KiB body) must be a 400, not a 500.
-            raise _bad("the client metadata is nested too deeply") from None
-        uris, name, scope = _check(req)
-    except OAuthError as err:
-        return error_response(err)
-    kept: dict[str, Any] = {k: getattr(req, k) for k in _KEPT if getattr(req, k) is not None}
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_big from None
+    try:
+        document = _decoder.decode(body)
+    except msgspec.ValidationError as err:
+        message = str(err)
+        named = field_of(message)
+        if size_refusal(message):
+            uris = named == "redirect_uris"
+            error = "invalid_redirect_uri" if uris else "invalid_client_metadata"
+            raise RegistrationRefused(
+                "size", error, f"{named or 'a field'} is over its bound: {message}"
+            ) from None
+        raise _bad(f"malformed client metadata: {message}") from None
+    except msgspec.DecodeError:
+        raise _bad("the request body is not a JSON object") from None
+    except RecursionError:
+        # Deep nesting (within the request bound) must be a 400, not a 500.
+        raise _bad("the client metadata is nested too deeply") from None
+    if len(body) > MAX_DOCUMENT_BYTES:  # every field within its bound, the whole is not
+        raise too_big
+    return document
+
+
+def _kept(req: RegistrationRequest) -> dict[str, Any]:
+    kept: dict[str, Any] = {k: getattr(req, k) for k in INFORMATION if getattr(req, k) is not None}
+    problem = information_problem(kept)
+    if problem is not None:
+        raise _bad(problem)
     if req.application_type is not None:
         kept["application_type"] = req.application_type
+    return kept
+
+
+async def register(request: web.Request) -> web.Response:
+    """POST /register: 201 with the client's information, 400 with an RFC 7591 error, or
+    429 when this address registered too many clients lately."""
+    metrics = request.app[METRICS]
+    try:
+        req = await _document(request)
+        uris, name, scope = _check(req)
+        kept = _kept(req)
+        wait = await request.app[REGISTRATION_LIMIT].take(client_address(request))
+        if wait is not None:
+            refused = RegistrationRefused(
+                "rate",
+                "temporarily_unavailable",
+                f"too many clients registered from this address; try again in {wait} seconds",
+                status=429,
+            )
+            refused.headers[hdrs.RETRY_AFTER] = str(wait)
+            raise refused
+    except RegistrationRefused as err:
+        metrics.registration_refused(err.reason)
+        return error_response(err)
     client_id = "dyn_" + secrets.token_urlsafe(18)
     issued_at = int(time.time())
     method = req.token_endpoint_auth_method

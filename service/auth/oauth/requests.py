@@ -24,7 +24,7 @@ from multidict import MultiMapping
 
 from service.auth.caller import ALL_SCOPES
 from service.auth.oauth.client_lookup import authorizing_client
-from service.auth.oauth.clients import Client, matches_registered
+from service.auth.oauth.clients import Client, ascii_uri, matches_registered
 from service.auth.oauth.responses import single
 from service.errors import FetchRefused, OAuthError, PageRefusal, RedirectRefusal
 from service.keys import CONFIG, DB_POOL
@@ -79,13 +79,15 @@ def refusal_location(refusal: RedirectRefusal, issuer: str) -> str:
 
 
 def redirect_to(redirect_uri: str, params: dict[str, str], state: str | None, issuer: str) -> str:
-    """The redirect URI with the response parameters, `state` and `iss` (RFC 9207) added."""
+    """The redirect URI (in ASCII: clients.ascii_uri) with the response parameters, `state`
+    and `iss` (RFC 9207) added."""
     answer = dict(params)
     if state is not None:
         answer["state"] = state
     answer["iss"] = issuer
-    separator = "&" if "?" in redirect_uri else "?"
-    return redirect_uri + separator + urlencode(answer)
+    target = ascii_uri(redirect_uri)
+    separator = "&" if "?" in target else "?"
+    return target + separator + urlencode(answer)
 
 
 def same_resource(sent: str, resource: str) -> bool:

@@ -25,6 +25,7 @@ from service.auth.oauth.metadata import (
     SIGNIN_PATH,
     SIGNOUT_PATH,
 )
+from service.auth.oauth.names import shown_client_name
 from service.auth.oauth.pages import (
     Form,
     error_page,
@@ -72,7 +73,7 @@ async def _client_name(request: web.Request, next_path: str) -> str | None:
     if len(ids) != 1 or len(ids[0]) > 200:
         return None
     client = await load_client(request.app[DB_POOL], ids[0])
-    return client.client_name if client else None
+    return shown_client_name(client.client_name) if client else None
 
 
 async def _form(
