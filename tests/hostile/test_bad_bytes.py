@@ -1,0 +1,275 @@
+"""Bad bytes are bad input (issue 21): a NUL, an unpaired surrogate or invalid UTF-8 in a
+query string, a form or a JSON body, on every route, is a 400 in that route's own error
+shape, logged at info — never a 500 and never an error line. Names as well as values, first
+and later positions. Before, a NUL reached PostgreSQL and became an unhandled 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from yarl import URL
+
+from service.app import create_app
+from service.config import Config
+from service.errors import NOT_TEXT, tool_failure
+from service.keys import DB_POOL
+from tests.hostile.conftest import ClientFactory, Hostile
+from tests.hostile.wire import modern_body, modern_headers
+
+FORM = "application/x-www-form-urlencoded"
+BROWSER = {"Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"}
+
+# Percent-escapes a client can send in a query or a form: NUL, a byte that starts no UTF-8
+# sequence, a truncated sequence, and the UTF-8 form of the lone surrogate U+D800.
+BAD_ESCAPES = ["%00", "%FF", "%C3", "%ED%A0%80"]
+OAUTH_JSON_FORMS = ["/token", "/revoke"]
+PAGE_FORMS = ["/signin", "/signout", "/authorize", "/approvals/revoke"]
+GET_ROUTES = [
+    "/authorize", "/signin", "/signout", "/approvals", "/approvals/revoke",
+    "/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp", "/.well-known/jwks.json", "/livez", "/readyz",
+]  # fmt: skip
+
+
+def forms_with(escape: str) -> list[str]:
+    """The bad escape in a value and in a name, first and later in the form."""
+    return [
+        f"grant_type={escape}",
+        f"grant_type=refresh_token&refresh_token=abc{escape}def",
+        f"{escape}=1&client_id=x",
+        f"client_id=x&ab{escape}cd=1",
+        f"email=a%40b.example&password=pw{escape}&next=%2Fapprovals",
+    ]
+
+
+@pytest.fixture
+def errors_logged(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO)
+    return caplog
+
+
+def assert_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    loud = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not loud, [r.getMessage() for r in loud]
+    refusals = [r for r in caplog.records if getattr(r, "event", None) == "bad_input"]
+    assert refusals and all(r.levelno == logging.INFO for r in refusals)
+    caplog.clear()
+
+
+async def oauth_error(resp: Any, error: str = "invalid_request") -> dict[str, Any]:
+    assert resp.status == 400, await resp.text()
+    assert resp.content_type == "application/json"
+    document: dict[str, Any] = await resp.json()
+    assert document["error"] == error, document
+    assert "NUL" in document["error_description"]
+    return document
+
+
+async def error_page(resp: Any) -> None:
+    text = await resp.text()
+    assert resp.status == 400, text[:300]
+    assert resp.content_type == "text/html"
+    assert "The request could not be read" in text
+    assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("escape", BAD_ESCAPES)
+@pytest.mark.parametrize("path", OAUTH_JSON_FORMS)
+async def test_oauth_forms_answer_invalid_request(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str, escape: str
+) -> None:
+    for form in forms_with(escape):
+        body = form.encode()
+        resp = await hostile.client.post(path, data=body, headers={"Content-Type": FORM})
+        await oauth_error(resp)
+        assert_quiet(errors_logged)
+
+
+@pytest.mark.parametrize("escape", BAD_ESCAPES)
+@pytest.mark.parametrize("path", PAGE_FORMS)
+async def test_page_forms_answer_the_error_page(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str, escape: str
+) -> None:
+    for form in forms_with(escape):
+        headers = {"Content-Type": FORM, **BROWSER}
+        resp = await hostile.client.post(path, data=form.encode(), headers=headers)
+        await error_page(resp)
+        assert_quiet(errors_logged)
+    # an API client posting to a page gets the JSON shape of the other refusals
+    resp = await hostile.client.post(path, data=b"email=%00", headers={"Content-Type": FORM})
+    await oauth_error(resp)
+
+
+async def test_a_raw_byte_that_is_not_utf8_in_a_form(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+) -> None:
+    for path in OAUTH_JSON_FORMS:
+        resp = await hostile.client.post(
+            path, data=b"grant_type=\xff\xfe", headers={"Content-Type": FORM}
+        )
+        assert resp.status == 400 and (await resp.json())["error"] == "invalid_request"
+    resp = await hostile.client.post(
+        "/signin", data=b"email=\xed\xa0\x80", headers={"Content-Type": FORM, **BROWSER}
+    )
+    await error_page(resp)
+    assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
+
+
+async def test_multipart_forms_with_a_nul_are_refused(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+) -> None:
+    boundary = "xyz"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="email"\r\n\r\n'
+        f"a\x00b\r\n--{boundary}--\r\n"
+    ).encode()
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", **BROWSER}
+    await error_page(await hostile.client.post("/signin", data=body, headers=headers))
+    assert_quiet(errors_logged)
+
+
+@pytest.mark.parametrize("escape", BAD_ESCAPES)
+@pytest.mark.parametrize("path", GET_ROUTES)
+async def test_queries_on_every_page_and_document(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str, escape: str
+) -> None:
+    for query in (f"next={escape}", f"{escape}=1", f"client_id=x&response_type=code{escape}"):
+        url = URL(f"{path}?{query}", encoded=True)
+        await error_page(await hostile.client.get(url, headers=BROWSER))
+        await oauth_error(await hostile.client.get(url))
+        assert_quiet(errors_logged)
+
+
+@pytest.mark.parametrize("path", ["/token", "/revoke", "/register"])
+async def test_queries_on_the_oauth_json_endpoints(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str
+) -> None:
+    url = URL(f"{path}?x=%00", encoded=True)
+    resp = await hostile.client.post(url, data=b"grant_type=x", headers={"Content-Type": FORM})
+    await oauth_error(resp, "invalid_client_metadata" if path == "/register" else "invalid_request")
+    assert_quiet(errors_logged)
+
+
+def registrations() -> list[bytes]:
+    good = {"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "Agent"}
+    out = [
+        json.dumps({**good, "client_name": "Age\x00nt"}).encode(),
+        json.dumps({**good, "redirect_uris": ["http://127.0.0.1:9/\x00"]}).encode(),
+        json.dumps({**good, "x\x00": 1}).encode(),
+        json.dumps({"\x00": {"deeper": ["\x00"]}, **good}).encode(),
+    ]
+    assert all(b"\\u0000" in body for body in out)
+    return out
+
+
+async def test_registration_json_with_a_nul_is_invalid_client_metadata(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+) -> None:
+    for body in registrations():
+        resp = await hostile.client.post(
+            "/register", data=body, headers={"Content-Type": "application/json"}
+        )
+        await oauth_error(resp, "invalid_client_metadata")
+        assert_quiet(errors_logged)
+    # an escaped backslash before u0000 is the text "\u0000", not a NUL: accepted
+    resp = await hostile.client.post(
+        "/register",
+        data=b'{"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "a\\\\u0000"}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert resp.status == 201, await resp.text()
+    assert (await resp.json())["client_name"] == "a\\u0000"
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"client_name": "\\ud800"}', b'{"\\udfff": 1}', b'"\xed\xa0\x80"']
+)
+async def test_registration_json_with_a_lone_surrogate_is_a_400(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, body: bytes
+) -> None:
+    resp = await hostile.client.post(
+        "/register", data=body, headers={"Content-Type": "application/json"}
+    )
+    assert resp.status == 400
+    assert (await resp.json())["error"] == "invalid_client_metadata"
+    assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
+
+
+def nul_tool_calls(workspace: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "get_workspace", "arguments": {"workspaceId": workspace + "\x00"}},
+        {"name": "list_workflows", "arguments": {"workspaceId": workspace, "cursor": "a\x00"}},
+        {"name": "list_workflows", "arguments": {"workspaceId\x00": workspace}},
+        {"name": "get_workspace\x00", "arguments": {"workspaceId": workspace}},
+    ]
+
+
+async def test_mcp_tool_arguments_with_a_nul_are_invalid_requests(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+) -> None:
+    granted = hostile.world.approvals["a"]
+    workspace = str(granted.workspaces[0])
+    for params in nul_tool_calls(workspace):
+        body = modern_body("tools/call", params)
+        assert b"\\u0000" in body
+        reply = await hostile.mcp.post(body, modern_headers(granted.token, "tools/call"))
+        assert reply.status == 400, reply.body[:300]
+        error = reply.json["error"]
+        assert error["code"] == -32600 and "NUL" in error["message"], error
+    body = modern_body("tools/call", {"name": "get_workspace"}, request_id="id\x00")
+    reply = await hostile.mcp.post(body, modern_headers(granted.token, "tools/call"))
+    assert reply.status == 400 and reply.json["error"]["code"] == -32600
+    assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
+
+
+async def test_mcp_lone_surrogates_and_bad_queries(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+) -> None:
+    granted = hostile.world.approvals["a"]
+    headers = modern_headers(granted.token, "tools/call")
+    body = modern_body("tools/call", {"name": "get_workspace"}).replace(
+        b'"get_workspace"', b'"get_\\ud800workspace"'
+    )
+    reply = await hostile.mcp.post(body, headers)
+    assert reply.status == 400 and reply.json["error"]["code"] == -32700
+    reply = await hostile.mcp.post(
+        modern_body("tools/list"), modern_headers(granted.token, "tools/list"),
+        url=str(URL("/mcp?x=%00", encoded=True)),
+    )  # fmt: skip
+    assert reply.status == 400 and reply.json["error"]["code"] == -32600
+    assert_quiet(errors_logged)
+
+
+async def test_text_postgresql_refuses_is_a_400_not_a_500(
+    make_config: Callable[..., Config],
+    aiohttp_client: ClientFactory,
+    errors_logged: pytest.LogCaptureFixture,
+) -> None:
+    """Defence in depth: NUL text that reaches a statement anyway (a route that reads its
+    input some other way) is answered like the rest, not as a 500; in a tool, the same
+    refusal of PostgreSQL is a VALIDATION_ERROR."""
+    refused: list[BaseException] = []
+
+    async def probe(request: web.Request) -> web.Response:
+        try:
+            await request.app[DB_POOL].fetchval("SELECT $1::text", "a\x00b")
+        except NOT_TEXT as err:
+            refused.append(err)
+            raise
+        return web.Response(text="stored")
+
+    app = create_app(make_config())
+    app.router.add_post("/probe", probe)
+    client = await aiohttp_client(app)
+    resp = await client.post("/probe", headers={"Content-Type": "text/plain"}, data=b"x")
+    await oauth_error(resp)
+    await error_page(await client.post("/probe", headers=BROWSER))
+    assert_quiet(errors_logged)
+    translated = tool_failure(refused[0], 5.0)
+    assert translated is not None and translated.code == "VALIDATION_ERROR"
