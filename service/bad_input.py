@@ -1,7 +1,7 @@
 """The middleware that refuses bad bytes on every route, in the route's own error shape.
 
 Innermost middleware (every route and every other middleware is in place): a request whose
-query string, urlencoded or multipart form, or JSON body breaks the rule of
+query string, cookies, urlencoded or multipart form, or JSON body breaks the rule of
 `service/input_text.py` is answered 400 before its handler runs, and logged at info:
 
 - /token, /revoke: the OAuth JSON error `invalid_request`; /register: `invalid_client_metadata`;
@@ -20,14 +20,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
+from service.auth.bearer import METADATA_PATH
+from service.auth.oauth.cors import ALLOW_ORIGIN
 from service.auth.oauth.error_pages import wants_html
-from service.auth.oauth.metadata import APPROVALS_PATH, REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
+from service.auth.oauth.metadata import (
+    APPROVALS_PATH,
+    JWKS_PATH,
+    PATH,
+    REGISTER_PATH,
+    REVOKE_PATH,
+    TOKEN_PATH,
+)
 from service.auth.oauth.pages import error_page
 from service.auth.oauth.responses import FORM, error_response
 from service.errors import NOT_TEXT, OAuthError
-from service.input_text import all_text, json_has_nul, urlencoded_is_text
+from service.input_text import all_text, is_text, json_has_nul, urlencoded_is_text
 from service.mcp import protocol as p
 
 log = logging.getLogger(__name__)
@@ -37,6 +46,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MCP_PATH = "/mcp"
 _OAUTH_JSON = {TOKEN_PATH: "invalid_request", REVOKE_PATH: "invalid_request",
                REGISTER_PATH: "invalid_client_metadata"}  # fmt: skip
+# The routes browser-based clients call cross-origin (service/auth/oauth/cors.py): their
+# refusals carry the same `Access-Control-Allow-Origin: *`, so such a client can read them.
+_CORS = {*_OAUTH_JSON, PATH, JWKS_PATH, "/.well-known/oauth-protected-resource", METADATA_PATH}
 _MULTIPART = "multipart/form-data"
 _JSON = "application/json"
 
@@ -46,6 +58,8 @@ async def _problem(request: web.Request) -> str | None:
     query = request.raw_path.partition("?")[2]
     if query and not urlencoded_is_text(query):
         return "query"
+    if hdrs.COOKIE in request.headers and not _cookies_are_text(request):
+        return "cookie"
     if request.path == MCP_PATH or not request.body_exists:
         return None
     content_type = request.content_type
@@ -60,6 +74,14 @@ async def _problem(request: web.Request) -> str | None:
     if content_type == _JSON:
         return "json" if json_has_nul(await request.read()) else None
     return None
+
+
+def _cookies_are_text(request: web.Request) -> bool:
+    # Bytes that are not UTF-8 stay in a header as surrogates; a quoted cookie value may
+    # also spell a NUL as an octal escape ("\000"), which only its parse reveals.
+    return all(is_text(value) for value in request.headers.getall(hdrs.COOKIE)) and all_text(
+        request.cookies.values()
+    )
 
 
 def _refusal(request: web.Request, where: str) -> web.StreamResponse:
@@ -78,7 +100,10 @@ def _refusal(request: web.Request, where: str) -> web.StreamResponse:
             "It contained characters that are not text. Go back and send it again.",
             status=400, back=(APPROVALS_PATH, "Go to your approvals"),
         )  # fmt: skip
-    return error_response(OAuthError(error or "invalid_request", message))
+    response = error_response(OAuthError(error or "invalid_request", message))
+    if request.path in _CORS:
+        response.headers.update(ALLOW_ORIGIN)
+    return response
 
 
 @web.middleware

@@ -128,7 +128,10 @@ class JsonFormatter(logging.Formatter):
                 "type": exc_type.__name__,
                 "stack": redact_text("".join(traceback.format_exception(exc_type, exc, tb))),
             }
-        return json.dumps(line, ensure_ascii=False, default=str)
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
+        # must not make the line itself invalid UTF-8: each becomes "?".
+        return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 class Redaction(logging.Filter):

@@ -6,6 +6,7 @@ and later positions. Before, a NUL reached PostgreSQL and became an unhandled 50
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -88,6 +89,8 @@ async def test_oauth_forms_answer_invalid_request(
         body = form.encode()
         resp = await hostile.client.post(path, data=body, headers={"Content-Type": FORM})
         await oauth_error(resp)
+        assert resp.headers["Access-Control-Allow-Origin"] == "*"  # a browser client reads it
+        assert resp.headers["Cache-Control"] == "no-store"
         assert_quiet(errors_logged)
 
 
@@ -273,3 +276,43 @@ async def test_text_postgresql_refuses_is_a_400_not_a_500(
     assert_quiet(errors_logged)
     translated = tool_failure(refused[0], 5.0)
     assert translated is not None and translated.code == "VALIDATION_ERROR"
+
+
+COOKIES = [
+    b"elova_session=\xff\xfe; elova_signin=x",  # not UTF-8: surrogates in the header
+    b"elova_session=\xed\xa0\x80",  # the UTF-8 form of a lone surrogate
+    b'elova_signin="\\000x"',  # a quoted value whose octal escape is a NUL
+    b'theirs="a\\000"; elova_session=abc',  # any cookie, not only ours
+]
+
+
+COOKIE_PAGES = [("GET", "/signin"), ("POST", "/signin"), ("GET", "/approvals"),
+                ("GET", "/signout"), ("POST", "/signout"), ("POST", "/authorize")]  # fmt: skip
+
+
+async def _raw(hostile: Hostile, method: str, path: str, cookie: bytes) -> tuple[int, bytes]:
+    """A request whose Cookie header carries raw bytes (clients would encode them)."""
+    server = hostile.client.server
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    body = b"csrf=x&email=a%40b.example&password=pw"
+    writer.write(
+        f"{method} {path} HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\nConnection: close\r\n"
+        f"Content-Type: {FORM}\r\nContent-Length: {len(body)}\r\n".encode()
+        + b"Cookie: " + cookie + b"\r\n\r\n" + body
+    )  # fmt: skip
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    head, _, page = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), page
+
+
+@pytest.mark.parametrize("cookie", COOKIES)
+async def test_cookies_that_are_not_text_are_refused_on_every_page(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, cookie: bytes
+) -> None:
+    for method, path in COOKIE_PAGES:
+        status, page = await _raw(hostile, method, path, cookie)
+        assert status == 400, (method, path, status, page[:200])
+        assert b"The request could not be read" in page
+        assert_quiet(errors_logged)

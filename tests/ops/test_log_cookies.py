@@ -107,6 +107,11 @@ async def test_a_real_server_logs_no_cookie_of_a_malformed_head(
             "/nope", headers={"Cookie": f"elova_session={SESSION}; theirs={OTHER}"}
         )
         assert resp.status == 404
+        # a header that is not UTF-8 (aiohttp keeps its bytes as surrogates) in the access line
+        answer = await _send(
+            proc.port, b"GET /nope HTTP/1.1\r\nHost: x\r\nUser-Agent: a\xff\xfeb\r\n\r\n"
+        )
+        assert answer.startswith(b"HTTP/1.1 404")
         await asyncio.sleep(0.3)
         output = proc.output()
         lines = proc.log_lines()
@@ -116,3 +121,6 @@ async def test_a_real_server_logs_no_cookie_of_a_malformed_head(
     assert all(line["level"] == "info" and "error" not in line for line in refused), refused
     assert all("400" in line["message"] for line in refused)
     assert not [line for line in lines if line["level"] == "error"]
+    assert "Logging error" not in output
+    agents = [line.get("user_agent") for line in lines if line.get("path") == "/nope"]
+    assert len(agents) == 2 and agents[1] is not None and agents[1].startswith("a")
