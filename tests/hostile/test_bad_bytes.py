@@ -20,6 +20,7 @@ from service.app import create_app
 from service.config import Config
 from service.errors import NOT_TEXT, tool_failure
 from service.keys import DB_POOL
+from service.logs import Redaction
 from tests.hostile.conftest import ClientFactory, Hostile
 from tests.hostile.wire import modern_body, modern_headers
 
@@ -316,3 +317,26 @@ async def test_cookies_that_are_not_text_are_refused_on_every_page(
         assert status == 400, (method, path, status, page[:200])
         assert b"The request could not be read" in page
         assert_quiet(errors_logged)
+
+
+@pytest.mark.parametrize("raw", [b"next=\xff", b"\xed\xa0\x80=1", b"client_id=x&state=\xc3"])
+async def test_raw_bytes_in_a_query_that_are_not_utf8(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, raw: bytes
+) -> None:
+    """aiohttp's parser refuses such a request line itself (400, before the app); with the
+    logging the service configures (`Redaction` on aiohttp's loggers) that is an info line."""
+    server_log = logging.getLogger("aiohttp.server")
+    server_log.addFilter(redaction := Redaction())
+    try:
+        for path in ("/signin", "/authorize", "/approvals", "/.well-known/jwks.json"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", hostile.client.server.port)
+            writer.write(
+                b"GET " + path.encode() + b"?" + raw + b" HTTP/1.1\r\nHost: x\r\n"
+                b"Accept: text/html\r\nConnection: close\r\n\r\n"
+            )
+            answer = await reader.read()
+            writer.close()
+            assert answer.split(b" ", 2)[1] == b"400", (path, answer[:200])
+        assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
+    finally:
+        server_log.removeFilter(redaction)
