@@ -2,9 +2,10 @@
 
 A query string, a form (its names and values) or a JSON body must be Unicode text without
 NUL (U+0000): PostgreSQL stores no NUL in `text`, and an unpaired surrogate or invalid UTF-8
-is not text at all. These predicates are the one statement of that rule; the middleware of
-`service/bad_input.py` applies it to queries and forms on every route, the /mcp envelope and
-the same middleware to JSON bodies (docs/decisions/hardening.md, "Bad bytes").
+is not text at all. These predicates are the one statement of that rule: the middleware of
+`service/bad_input.py` applies it to queries, cookies, forms and JSON bodies on every route
+but /mcp, whose envelope checks its own body and whose tools name the argument that holds
+a NUL (docs/decisions/hardening.md, "Bad bytes").
 
 msgspec already refuses invalid UTF-8 and unpaired surrogate escapes (`"\\ud800"`) in JSON,
 so a JSON body that decoded needs only the NUL check, `json_has_nul`, which costs one
@@ -56,3 +57,21 @@ def urlencoded_is_text(raw: str | bytes) -> bool:
 def json_has_nul(body: bytes) -> bool:
     """Whether a JSON document (one that parsed) has a NUL in a string or a key."""
     return b"\\u0000" in body and _NUL_ESCAPE.search(body) is not None
+
+
+def nul_path(value: object, path: str = "") -> str | None:
+    """Where in decoded JSON the first NUL is (`filters.status[1]`), or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            found = here if "\x00" in str(key) else nul_path(item, here)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = nul_path(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None

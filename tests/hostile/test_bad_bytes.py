@@ -19,6 +19,7 @@ from yarl import URL
 from service.app import create_app
 from service.config import Config
 from service.errors import NOT_TEXT, tool_failure
+from service.input_text import nul_path
 from service.keys import DB_POOL
 from service.logs import Redaction
 from tests.hostile.conftest import ClientFactory, Hostile
@@ -205,30 +206,56 @@ async def test_registration_json_with_a_lone_surrogate_is_a_400(
     assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
 
 
-def nul_tool_calls(workspace: str) -> list[dict[str, Any]]:
+def nul_arguments(workspace: str) -> list[tuple[str, dict[str, Any], str]]:
+    """(tool, arguments, what the VALIDATION_ERROR says): the argument's own rule where it
+    has one, else that it holds a NUL."""
     return [
-        {"name": "get_workspace", "arguments": {"workspaceId": workspace + "\x00"}},
-        {"name": "list_workflows", "arguments": {"workspaceId": workspace, "cursor": "a\x00"}},
-        {"name": "list_workflows", "arguments": {"workspaceId\x00": workspace}},
-        {"name": "get_workspace\x00", "arguments": {"workspaceId": workspace}},
-    ]
+        ("get_workspace", {"workspaceId": workspace + "\x00"}, "`workspaceId`"),
+        ("get_many_workflows", {"workspaceId": workspace, "cursor": "a\x00"},
+         "`cursor` must not contain NUL"),
+        ("get_many_executions", {"workspaceId": workspace, "timeZone": "UTC\x00"}, "timeZone"),
+        ("get_many_executions", {"workspaceId": workspace, "status": "error\x00"}, "`status`"),
+        ("get_many_workflows", {"workspaceId\x00": workspace}, "Unknown argument"),
+    ]  # fmt: skip
 
 
-async def test_mcp_tool_arguments_with_a_nul_are_invalid_requests(
+async def test_mcp_tool_arguments_with_a_nul_are_validation_errors(
     hostile: Hostile, errors_logged: pytest.LogCaptureFixture
 ) -> None:
     granted = hostile.world.approvals["a"]
     workspace = str(granted.workspaces[0])
-    for params in nul_tool_calls(workspace):
-        body = modern_body("tools/call", params)
+    for tool, arguments, said in nul_arguments(workspace):
+        reply = await hostile.mcp.call(granted.token, tool, arguments)
+        assert reply.status == 200 and reply.is_tool_error, reply.body[:300]
+        assert reply.error_code == "VALIDATION_ERROR", reply.body[:300]
+        assert said in reply.json["result"]["content"][0]["text"], reply.body[:300]
+    assert not [r for r in errors_logged.records if r.levelno >= logging.WARNING]
+
+
+def test_the_nul_is_found_where_it_is() -> None:
+    assert nul_path({"a": ["x", {"b\x00": 1}]}) == "a[1].b\x00"
+    assert nul_path({"a": {"b": ["ok", "n\x00"]}}) == "a.b[1]"
+    assert nul_path({"a": "fine", "n": 3}) is None
+
+
+async def test_mcp_envelopes_with_a_nul_are_invalid_requests(
+    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+) -> None:
+    granted = hostile.world.approvals["a"]
+    workspace = str(granted.workspaces[0])
+    arguments = {"workspaceId": workspace}
+    bodies = [
+        modern_body("tools/call", {"name": "get_workspace\x00", "arguments": arguments}),
+        modern_body("tools/call", {"name": "get_workspace", "arguments": arguments}, "id\x00"),
+        modern_body("tools/list", {"cursor": "\x00"}),
+        modern_body("tools/call", {"name": "get\x00", "arguments": {"workspaceId": "\x00"}}),
+    ]
+    for body in bodies:
         assert b"\\u0000" in body
         reply = await hostile.mcp.post(body, modern_headers(granted.token, "tools/call"))
         assert reply.status == 400, reply.body[:300]
         error = reply.json["error"]
         assert error["code"] == -32600 and "NUL" in error["message"], error
-    body = modern_body("tools/call", {"name": "get_workspace"}, request_id="id\x00")
-    reply = await hostile.mcp.post(body, modern_headers(granted.token, "tools/call"))
-    assert reply.status == 400 and reply.json["error"]["code"] == -32600
     assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
 
 
