@@ -11,9 +11,13 @@ import json
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from yarl import URL
 
 from service.app import create_app
@@ -22,7 +26,7 @@ from service.errors import NOT_TEXT, tool_failure
 from service.input_text import nul_path
 from service.keys import DB_POOL
 from service.logs import Redaction
-from tests.hostile.conftest import ClientFactory, Hostile
+from tests.hostile.conftest import FUZZ, GENEROUS_LIMITS, ClientFactory, Hostile
 from tests.hostile.wire import modern_body, modern_headers
 
 FORM = "application/x-www-form-urlencoded"
@@ -40,8 +44,12 @@ GET_ROUTES = [
 ]  # fmt: skip
 
 
-def forms_with(escape: str) -> list[str]:
-    """The bad escape in a value and in a name, first and later in the form."""
+def forms_with_bad_bytes() -> list[str]:
+    """Each bad escape in a value and in a name, first and later in the form."""
+    return [form for escape in BAD_ESCAPES for form in _forms_with(escape)]
+
+
+def _forms_with(escape: str) -> list[str]:
     return [
         f"grant_type={escape}",
         f"grant_type=refresh_token&refresh_token=abc{escape}def",
@@ -49,6 +57,15 @@ def forms_with(escape: str) -> list[str]:
         f"client_id=x&ab{escape}cd=1",
         f"email=a%40b.example&password=pw{escape}&next=%2Fapprovals",
     ]
+
+
+Client = TestClient[web.Request, web.Application]
+
+
+@pytest.fixture
+async def client(aiohttp_client: ClientFactory, make_config: Callable[..., Config]) -> Client:
+    """The real app on a loopback port, without the hostile world (no approvals needed)."""
+    return await aiohttp_client(create_app(make_config(**GENEROUS_LIMITS)))
 
 
 @pytest.fixture
@@ -82,44 +99,40 @@ async def error_page(resp: Any) -> None:
     assert "Traceback" not in text
 
 
-@pytest.mark.parametrize("escape", BAD_ESCAPES)
 @pytest.mark.parametrize("path", OAUTH_JSON_FORMS)
 async def test_oauth_forms_answer_invalid_request(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str, escape: str
+    client: Client, errors_logged: pytest.LogCaptureFixture, path: str
 ) -> None:
-    for form in forms_with(escape):
+    for form in forms_with_bad_bytes():
         body = form.encode()
-        resp = await hostile.client.post(path, data=body, headers={"Content-Type": FORM})
+        resp = await client.post(path, data=body, headers={"Content-Type": FORM})
         await oauth_error(resp)
         assert resp.headers["Access-Control-Allow-Origin"] == "*"  # a browser client reads it
         assert resp.headers["Cache-Control"] == "no-store"
         assert_quiet(errors_logged)
 
 
-@pytest.mark.parametrize("escape", BAD_ESCAPES)
 @pytest.mark.parametrize("path", PAGE_FORMS)
 async def test_page_forms_answer_the_error_page(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str, escape: str
+    client: Client, errors_logged: pytest.LogCaptureFixture, path: str
 ) -> None:
-    for form in forms_with(escape):
+    for form in forms_with_bad_bytes():
         headers = {"Content-Type": FORM, **BROWSER}
-        resp = await hostile.client.post(path, data=form.encode(), headers=headers)
+        resp = await client.post(path, data=form.encode(), headers=headers)
         await error_page(resp)
         assert_quiet(errors_logged)
     # an API client posting to a page gets the JSON shape of the other refusals
-    resp = await hostile.client.post(path, data=b"email=%00", headers={"Content-Type": FORM})
+    resp = await client.post(path, data=b"email=%00", headers={"Content-Type": FORM})
     await oauth_error(resp)
 
 
 async def test_a_raw_byte_that_is_not_utf8_in_a_form(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+    client: Client, errors_logged: pytest.LogCaptureFixture
 ) -> None:
     for path in OAUTH_JSON_FORMS:
-        resp = await hostile.client.post(
-            path, data=b"grant_type=\xff\xfe", headers={"Content-Type": FORM}
-        )
+        resp = await client.post(path, data=b"grant_type=\xff\xfe", headers={"Content-Type": FORM})
         assert resp.status == 400 and (await resp.json())["error"] == "invalid_request"
-    resp = await hostile.client.post(
+    resp = await client.post(
         "/signin", data=b"email=\xed\xa0\x80", headers={"Content-Type": FORM, **BROWSER}
     )
     await error_page(resp)
@@ -127,7 +140,7 @@ async def test_a_raw_byte_that_is_not_utf8_in_a_form(
 
 
 async def test_multipart_forms_with_a_nul_are_refused(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+    client: Client, errors_logged: pytest.LogCaptureFixture
 ) -> None:
     boundary = "xyz"
     body = (
@@ -135,28 +148,31 @@ async def test_multipart_forms_with_a_nul_are_refused(
         f"a\x00b\r\n--{boundary}--\r\n"
     ).encode()
     headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", **BROWSER}
-    await error_page(await hostile.client.post("/signin", data=body, headers=headers))
+    await error_page(await client.post("/signin", data=body, headers=headers))
     assert_quiet(errors_logged)
 
 
-@pytest.mark.parametrize("escape", BAD_ESCAPES)
 @pytest.mark.parametrize("path", GET_ROUTES)
 async def test_queries_on_every_page_and_document(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str, escape: str
+    client: Client, errors_logged: pytest.LogCaptureFixture, path: str
 ) -> None:
-    for query in (f"next={escape}", f"{escape}=1", f"client_id=x&response_type=code{escape}"):
+    for query in (
+        q
+        for escape in BAD_ESCAPES
+        for q in (f"next={escape}", f"{escape}=1", f"client_id=x&response_type=code{escape}")
+    ):
         url = URL(f"{path}?{query}", encoded=True)
-        await error_page(await hostile.client.get(url, headers=BROWSER))
-        await oauth_error(await hostile.client.get(url))
+        await error_page(await client.get(url, headers=BROWSER))
+        await oauth_error(await client.get(url))
         assert_quiet(errors_logged)
 
 
 @pytest.mark.parametrize("path", ["/token", "/revoke", "/register"])
 async def test_queries_on_the_oauth_json_endpoints(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, path: str
+    client: Client, errors_logged: pytest.LogCaptureFixture, path: str
 ) -> None:
     url = URL(f"{path}?x=%00", encoded=True)
-    resp = await hostile.client.post(url, data=b"grant_type=x", headers={"Content-Type": FORM})
+    resp = await client.post(url, data=b"grant_type=x", headers={"Content-Type": FORM})
     await oauth_error(resp, "invalid_client_metadata" if path == "/register" else "invalid_request")
     assert_quiet(errors_logged)
 
@@ -174,16 +190,16 @@ def registrations() -> list[bytes]:
 
 
 async def test_registration_json_with_a_nul_is_invalid_client_metadata(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture
+    client: Client, errors_logged: pytest.LogCaptureFixture
 ) -> None:
     for body in registrations():
-        resp = await hostile.client.post(
+        resp = await client.post(
             "/register", data=body, headers={"Content-Type": "application/json"}
         )
         await oauth_error(resp, "invalid_client_metadata")
         assert_quiet(errors_logged)
     # an escaped backslash before u0000 is the text "\u0000", not a NUL: accepted
-    resp = await hostile.client.post(
+    resp = await client.post(
         "/register",
         data=b'{"redirect_uris": ["http://127.0.0.1:9/cb"], "client_name": "a\\\\u0000"}',
         headers={"Content-Type": "application/json"},
@@ -196,11 +212,9 @@ async def test_registration_json_with_a_nul_is_invalid_client_metadata(
     "body", [b'{"client_name": "\\ud800"}', b'{"\\udfff": 1}', b'"\xed\xa0\x80"']
 )
 async def test_registration_json_with_a_lone_surrogate_is_a_400(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, body: bytes
+    client: Client, errors_logged: pytest.LogCaptureFixture, body: bytes
 ) -> None:
-    resp = await hostile.client.post(
-        "/register", data=body, headers={"Content-Type": "application/json"}
-    )
+    resp = await client.post("/register", data=body, headers={"Content-Type": "application/json"})
     assert resp.status == 400
     assert (await resp.json())["error"] == "invalid_client_metadata"
     assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
@@ -318,9 +332,9 @@ COOKIE_PAGES = [("GET", "/signin"), ("POST", "/signin"), ("GET", "/approvals"),
                 ("GET", "/signout"), ("POST", "/signout"), ("POST", "/authorize")]  # fmt: skip
 
 
-async def _raw(hostile: Hostile, method: str, path: str, cookie: bytes) -> tuple[int, bytes]:
+async def _raw(client: Client, method: str, path: str, cookie: bytes) -> tuple[int, bytes]:
     """A request whose Cookie header carries raw bytes (clients would encode them)."""
-    server = hostile.client.server
+    server = client.server
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     body = b"csrf=x&email=a%40b.example&password=pw"
     writer.write(
@@ -337,10 +351,10 @@ async def _raw(hostile: Hostile, method: str, path: str, cookie: bytes) -> tuple
 
 @pytest.mark.parametrize("cookie", COOKIES)
 async def test_cookies_that_are_not_text_are_refused_on_every_page(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, cookie: bytes
+    client: Client, errors_logged: pytest.LogCaptureFixture, cookie: bytes
 ) -> None:
     for method, path in COOKIE_PAGES:
-        status, page = await _raw(hostile, method, path, cookie)
+        status, page = await _raw(client, method, path, cookie)
         assert status == 400, (method, path, status, page[:200])
         assert b"The request could not be read" in page
         assert_quiet(errors_logged)
@@ -348,7 +362,7 @@ async def test_cookies_that_are_not_text_are_refused_on_every_page(
 
 @pytest.mark.parametrize("raw", [b"next=\xff", b"\xed\xa0\x80=1", b"client_id=x&state=\xc3"])
 async def test_raw_bytes_in_a_query_that_are_not_utf8(
-    hostile: Hostile, errors_logged: pytest.LogCaptureFixture, raw: bytes
+    client: Client, errors_logged: pytest.LogCaptureFixture, raw: bytes
 ) -> None:
     """aiohttp's parser refuses such a request line itself (400, before the app); with the
     logging the service configures (`Redaction` on aiohttp's loggers) that is an info line."""
@@ -356,7 +370,7 @@ async def test_raw_bytes_in_a_query_that_are_not_utf8(
     server_log.addFilter(redaction := Redaction())
     try:
         for path in ("/signin", "/authorize", "/approvals", "/.well-known/jwks.json"):
-            reader, writer = await asyncio.open_connection("127.0.0.1", hostile.client.server.port)
+            reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
             writer.write(
                 b"GET " + path.encode() + b"?" + raw + b" HTTP/1.1\r\nHost: x\r\n"
                 b"Accept: text/html\r\nConnection: close\r\n\r\n"
@@ -367,3 +381,57 @@ async def test_raw_bytes_in_a_query_that_are_not_utf8(
         assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
     finally:
         server_log.removeFilter(redaction)
+
+
+FORM_ROUTES = [*OAUTH_JSON_FORMS, *PAGE_FORMS]
+FORM_NAMES = ["grant_type", "client_id", "refresh_token", "code", "email", "password", "csrf",
+              "next", "workspace", "decision"]  # fmt: skip
+
+
+def _spliced(pairs: list[tuple[str, str]], where: int, bad: str) -> str:
+    """The urlencoded pairs with `bad` between two characters of one name or value."""
+    fields = [[quote(ch, safe="") for ch in text] for pair in pairs for text in pair]
+    field = fields[where % len(fields)]
+    field.insert((where // len(fields)) % (len(field) + 1), bad)
+    encoded = ["".join(f) for f in fields]
+    return "&".join(f"{encoded[i]}={encoded[i + 1]}" for i in range(0, len(encoded), 2))
+
+
+@given(
+    path=st.sampled_from(FORM_ROUTES),
+    pairs=st.lists(
+        st.tuples(st.sampled_from(FORM_NAMES) | st.text(max_size=8), st.text(max_size=20)),
+        min_size=1,
+        max_size=5,
+    ),
+    where=st.integers(min_value=0, max_value=10_000),
+    bad=st.sampled_from([*BAD_ESCAPES, "%00%00", "%F0%9F", "%80", "%ED%BF%BF"]),
+    in_query=st.booleans(),
+    browser=st.booleans(),
+)
+@FUZZ
+async def test_bad_bytes_anywhere_are_a_400_never_a_500(
+    client: Client,
+    errors_logged: pytest.LogCaptureFixture,
+    path: str,
+    pairs: list[tuple[str, str]],
+    where: int,
+    bad: str,
+    in_query: bool,
+    browser: bool,
+) -> None:
+    """The general rule beyond the named cases: one bad escape spliced into any name or
+    value of any form (or of the query), on every form route."""
+    plain = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in pairs)
+    spliced = _spliced(pairs, where, bad)
+    headers = {"Content-Type": FORM, **(BROWSER if browser else {})}
+    url = URL(f"{path}?{spliced}" if in_query else path, encoded=True)
+    body = (plain if in_query else spliced).encode()
+    resp = await client.post(url, data=body, headers=headers)
+    assert resp.status == 400, (path, spliced, await resp.text())
+    if browser and path in PAGE_FORMS:
+        await error_page(resp)
+    else:
+        await oauth_error(resp)
+    assert not [r for r in errors_logged.records if r.levelno >= logging.ERROR]
+    errors_logged.clear()
