@@ -17,6 +17,7 @@ def wall_clock() -> datetime:
 def create_app(cfg: Config) -> web.Application:
     from service import connections, health, shedding
     from service.auth import setup_auth
+    from service.bad_input import setup_bad_input
     from service.limits import setup_limits
     from service.logs import setup_request_log
     from service.mcp import setup_mcp
@@ -37,4 +38,5 @@ def create_app(cfg: Config) -> web.Application:
     setup_tools(app)  # cursor codec
     setup_mcp(app)  # catalog, sessions, the /mcp endpoint
     health.setup_health(app)
+    setup_bad_input(app)  # last, so innermost: NUL and non-text refused on every route
     return app

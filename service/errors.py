@@ -30,7 +30,8 @@ refusals that the approval page, the token endpoint and `elova-mcp approve` answ
     │   │                        (approvals.py, the approval form, `elova-mcp approve`)
     │   ├── ApprovalLimitReached the account has the most active approvals
     │   └── FieldRefused         about one choice of the approval form (shown next to it)
-    └── GrantRefused             a refresh token that buys nothing: OAuth invalid_grant
+    ├── GrantRefused             a refresh token that buys nothing: OAuth invalid_grant
+    └── ScopeRefused             a refresh asking for more than the approval: invalid_scope
 
 Outside that tree, and never answered on /mcp:
 
@@ -53,9 +54,10 @@ Outside that tree, and never answered on /mcp:
     EmbeddedUnavailable(RuntimeError)  the embedded PostgreSQL of `make run` did not start
 
 Foreign exceptions have one table too (`STORE_UNREACHABLE`, `STORE_FAILED`, `DEADLINE`,
-`tool_failure`): a tool's read whose connection failed is UNAVAILABLE, one past its deadline
-DEADLINE_EXCEEDED; the approval or session store failing is `Unavailable`, answered 503
-with Retry-After outside a tool. Anything else is a bug: logged, answered -32603 (HTTP 500).
+`NOT_TEXT`, `tool_failure`): a tool's read whose connection failed is UNAVAILABLE, one past
+its deadline DEADLINE_EXCEEDED, one PostgreSQL refused for its characters VALIDATION_ERROR;
+the approval or session store failing is `Unavailable`, answered 503 with Retry-After
+outside a tool. Anything else is a bug: logged, answered -32603 (HTTP 500).
 service/mcp/answers.py turns each of these into the bytes on the wire.
 
 Messages never carry stack traces, SQL, secrets or another tenant's data.
@@ -85,6 +87,12 @@ STORE_FAILED: tuple[type[BaseException], ...] = (
     *STORE_UNREACHABLE,
     TimeoutError,
     asyncpg.PostgresError,
+)
+# PostgreSQL refused a statement for its characters (a NUL, or text the encoding cannot
+# hold): bad input that slipped past the checks of service/input_text.py, never a 500.
+NOT_TEXT: tuple[type[BaseException], ...] = (
+    asyncpg.CharacterNotInRepertoireError,
+    asyncpg.UntranslatableCharacterError,
 )
 # A read cancelled at the request deadline (ours, or PostgreSQL's statement_timeout).
 DEADLINE: tuple[type[BaseException], ...] = (TimeoutError, asyncpg.QueryCanceledError)
@@ -285,6 +293,12 @@ class GrantRefused(ElovaError):
     error = "invalid_grant"
 
 
+class ScopeRefused(ElovaError):
+    """A refresh that asks for a scope the approval does not grant (OAuth `invalid_scope`)."""
+
+    error = "invalid_scope"
+
+
 # The authorization server (service/auth/oauth/) -------------------------------------------
 
 
@@ -417,6 +431,11 @@ def tool_failure(err: BaseException, deadline_seconds: float) -> ToolError | Non
         return DeadlineExceeded(
             f"The request did not finish within {deadline_seconds:g} seconds.",
             hint="Retry, or narrow the request (a smaller limit or period).",
+        )
+    if isinstance(err, NOT_TEXT):
+        return ValidationError(
+            "An argument is not text the record store can read (a NUL or a bad character).",
+            hint="Remove NUL (U+0000) and unpaired surrogates from the arguments.",
         )
     if isinstance(err, STORE_UNREACHABLE):
         return Unavailable(

@@ -4,8 +4,12 @@ Every line is one JSON object on stdout. Each HTTP request gets a request id (ke
 well-formed incoming `X-Request-Id`, else generated), returned in the `X-Request-Id` response
 header, stored as `request[REQUEST_ID]` and attached to every line logged while the request
 runs. Nothing secret reaches a line: query strings are never logged, fields named like
-credentials are replaced, and bearer tokens, JWTs, URL passwords, PEM keys and credential
-query parameters are masked in every message, field and stack trace.
+credentials are replaced, and bearer tokens, JWTs, URL passwords, PEM keys, credential
+query parameters and cookies (Cookie / Set-Cookie values, our cookies by name) are masked
+in every message, field and stack trace. `Redaction`, a filter on the handler and on the
+loggers of aiohttp and asyncio, masks the same in every record before any handler (ours,
+or another's) formats it; a malformed request head, which aiohttp logs as an error with a
+traceback quoting the header line, becomes one info line (a client's mistake, not ours).
 
 Refusals (401, 403, 429) are what a flood is made of, so their access lines are sampled: at
 most `REFUSAL_LINES_PER_SECOND` a second at INFO per app (one app a process); the rest go
@@ -29,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from service import headers as h
 from service.keys import CALLER, METRICS, REQUEST_ID
@@ -65,6 +70,11 @@ _SECRET_TEXT = (
     (re.compile(r"(?i)\b((?:refresh|access)_token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
      r"\1" + REDACTED),
     (re.compile(r"(://[^:/@\s]+:)[^@/\s]+@"), r"\1" + REDACTED + "@"),
+    # a Cookie or Set-Cookie header's value, as a header line, a repr or a mapping item
+    (re.compile(r"(?i)\b((?:set-)?cookie\s*[\"']?\s*[:=]\s*[\"']?)[^\r\n\"']+"),
+     r"\1" + REDACTED),
+    # our cookies by name (session, sign-in CSRF), wherever their value shows
+    (re.compile(r"\b((?:__Host-)?elova_[A-Za-z0-9_]*=)[^;,\s\"']+"), r"\1" + REDACTED),
 )  # fmt: skip
 
 # Attributes every LogRecord has: anything else on a record came from `extra=` and is a field.
@@ -118,9 +128,32 @@ class JsonFormatter(logging.Formatter):
                 "type": exc_type.__name__,
                 "stack": redact_text("".join(traceback.format_exception(exc_type, exc, tb))),
             }
-        return json.dumps(line, ensure_ascii=False, default=str)
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
+        # must not make the line itself invalid UTF-8: each becomes "?".
+        return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
+class Redaction(logging.Filter):
+    """Masks secrets in a record's message and traceback before any handler sees it, and
+    turns aiohttp's traceback of a malformed request head (a 4xx it answered itself) into
+    one info line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and 400 <= exc.code < 500:
+            record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+            record.msg = f"{record.getMessage()}: {exc.code} {exc.message}"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        record.msg, record.args = redact_text(record.getMessage()), None
+        if record.exc_info and record.exc_info[0] is not None:
+            record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)))
+        return True
+
+
+# Loggers of libraries whose lines can quote a request (headers, cookies) or its parse.
+REDACTED_LOGGERS = ("aiohttp", "aiohttp.server", "aiohttp.access", "aiohttp.web",
+                    "aiohttp.internal", "aiohttp.client", "asyncio")  # fmt: skip
 _HANDLER_NAME = "elova-json"
 
 
@@ -133,7 +166,12 @@ def configure_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stdout)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(Redaction())
     root.addHandler(handler)
+    for name in REDACTED_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, Redaction) for f in logger.filters):
+            logger.addFilter(Redaction())
     root.setLevel(level)
     # Our access line replaces aiohttp's, which would log query strings verbatim.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -21,7 +21,7 @@ import asyncpg
 
 from service.auth.caller import ALL_SCOPES
 from service.auth.tokens import TokenService, hash_refresh_token, new_refresh_token
-from service.errors import ApprovalLimitReached, ApprovalRefused, GrantRefused
+from service.errors import ApprovalLimitReached, ApprovalRefused, GrantRefused, ScopeRefused
 
 EXPIRY_CHOICES = {"1d": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_WORKSPACES = 50
@@ -180,9 +180,18 @@ def locked_approval(row: asyncpg.Record) -> Approval:
 
 
 async def issue_tokens(
-    conn: asyncpg.Connection, tokens: TokenService, approval: Approval
+    conn: asyncpg.Connection,
+    tokens: TokenService,
+    approval: Approval,
+    *,
+    scopes: frozenset[str] | None = None,
 ) -> IssuedTokens:
-    """A fresh access token and refresh token for the approval's current generation."""
+    """A fresh access token and refresh token for the approval's current generation. The
+    access token carries `scopes` (a refresh's narrower ask, RFC 6749 §6) within the
+    approval's, else all of them; the refresh token is the approval's and keeps them all."""
+    carried = (
+        approval.scopes if scopes is None else tuple(s for s in approval.scopes if s in scopes)
+    )
     refresh = new_refresh_token()
     await conn.execute(
         "INSERT INTO refresh_tokens (token_hash, approval_id, generation, expires_at)"
@@ -195,12 +204,12 @@ async def issue_tokens(
     access, expires_in = tokens.issue_access_token(
         account_id=approval.account_id,
         client_id=approval.client_id,
-        scopes=approval.scopes,
+        scopes=carried,
         approval_id=approval.id,
         generation=approval.generation,
         not_after=approval.expires_at.timestamp(),
     )
-    return IssuedTokens(approval.id, access, refresh, expires_in, " ".join(approval.scopes))
+    return IssuedTokens(approval.id, access, refresh, expires_in, " ".join(carried))
 
 
 # What redeeming a grant (refresh token here, authorization code in oauth/codes.py) reads
@@ -220,7 +229,12 @@ _TOKEN_STATE = """
 
 
 async def rotate_refresh_token(
-    conn: asyncpg.Connection, tokens: TokenService, token: str, *, client_id: str | None = None
+    conn: asyncpg.Connection,
+    tokens: TokenService,
+    token: str,
+    *,
+    client_id: str | None = None,
+    scopes: frozenset[str] | None = None,
 ) -> IssuedTokens:
     """Trade a refresh token for new tokens, once.
 
@@ -230,9 +244,14 @@ async def rotate_refresh_token(
     a re-approval legitimately leaves earlier tokens behind. Never extends the expiry.
     With `client_id` (the token endpoint's caller), a token issued to another client is
     refused without being used.
+
+    With `scopes` (the token endpoint's `scope`, RFC 6749 §6) the new access token carries
+    only those; one the approval does not grant is `ScopeRefused`, the token left unused.
+    The new refresh token keeps the approval's full scope, as the RFC has it: a later
+    refresh without `scope` gets every scope back.
     """
     digest = hash_refresh_token(token)
-    refusal: GrantRefused | None = None
+    refusal: GrantRefused | ScopeRefused | None = None
     issued: IssuedTokens | None = None
     async with conn.transaction():
         # The approval row lock makes every use of the family take turns; the token's state
@@ -254,11 +273,13 @@ async def rotate_refresh_token(
             )
         elif approval["expired"] or state["expired"]:
             refusal = GrantRefused("the approval has expired")
+        elif scopes is not None and not scopes <= set(approval["scopes"]):
+            refusal = ScopeRefused(f"the approval grants only: {' '.join(approval['scopes'])}")
         else:
             await conn.execute(
                 "UPDATE refresh_tokens SET used_at = now() WHERE token_hash = $1", digest
             )
-            issued = await issue_tokens(conn, tokens, locked_approval(approval))
+            issued = await issue_tokens(conn, tokens, locked_approval(approval), scopes=scopes)
     # Raised after the commit: a reuse must leave the approval revoked.
     if refusal is not None:
         raise refusal

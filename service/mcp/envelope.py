@@ -20,6 +20,7 @@ from service.errors import (
     ParseError,
     UnsupportedProtocolVersion,
 )
+from service.input_text import json_has_nul
 from service.mcp import protocol as p
 from service.mcp.versions import (
     META_CLIENT_CAPABILITIES,
@@ -73,6 +74,7 @@ def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
         return _parse_other(body, headers)
     if _nested_deeper_than(body, MAX_NESTING):
         raise _too_deep()
+    _refuse_nul(body, known.params)
     if known.id is None:
         raise InvalidRequest("Invalid Request: id must be a string or a number")
     method = p.METHOD_OF[type(known)]
@@ -91,6 +93,7 @@ def _parse_other(body: bytes, headers: Mapping[str, str]) -> Incoming:
     envelope = _decode(body)
     if _nested_deeper_than(body, MAX_NESTING):
         raise _too_deep()
+    _refuse_nul(body, None)
     if envelope.id is None:
         raise InvalidRequest("Invalid Request: id must be a string or a number")
     raw = bytes(envelope.params) if isinstance(envelope.params, msgspec.Raw) else b"{}"
@@ -142,6 +145,21 @@ def _nested_deeper_than(body: bytes, limit: int) -> bool:
             return False
         brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
     return bool(brackets)
+
+
+def _refuse_nul(body: bytes, params: object) -> None:
+    """A NUL in a string of the envelope (method, id, tool name, `_meta`) is an invalid
+    request: PostgreSQL stores no NUL in text (docs/decisions/hardening.md, "Bad bytes").
+    One only inside a tool call's `arguments` is left to the tool, whose VALIDATION_ERROR
+    names the argument (service/tools/base.py)."""
+    if not json_has_nul(body):
+        return
+    arguments = getattr(params, "arguments", None)
+    if isinstance(arguments, msgspec.Raw):
+        rest = body.replace(bytes(arguments), b"", 1)
+        if not json_has_nul(rest):
+            return
+    raise InvalidRequest("Invalid Request: JSON strings must not contain NUL (U+0000)")
 
 
 def _too_deep() -> InvalidRequest:

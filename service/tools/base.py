@@ -21,6 +21,7 @@ import msgspec
 from service.auth.authorization import Authorization
 from service.auth.caller import Caller
 from service.errors import NotFound, ValidationError
+from service.input_text import json_has_nul, nul_path
 from service.rules.identifiers import UUID_PATTERN
 from service.tools import paging
 from service.tools.arguments import explain
@@ -122,7 +123,7 @@ class Tool(Generic[P]):
     def decode(self, raw_arguments: bytes) -> P:
         """Decode and validate `arguments` (raw JSON) or raise VALIDATION_ERROR naming the field."""
         try:
-            return msgspec.json.decode(raw_arguments, type=self.params)
+            decoded = msgspec.json.decode(raw_arguments, type=self.params)
         except msgspec.ValidationError as err:
             message, hint = explain(self.name, str(err))
             raise ValidationError(message, hint=hint) from err
@@ -130,6 +131,13 @@ class Tool(Generic[P]):
             raise ValidationError(
                 "The arguments are not valid JSON.", hint="Send the arguments as a JSON object."
             ) from err
+        if json_has_nul(raw_arguments):  # valid JSON, but no text PostgreSQL can hold
+            where = nul_path(msgspec.json.decode(raw_arguments)) or "arguments"
+            raise ValidationError(
+                f"`{where}` must not contain NUL (U+0000).",
+                hint="Remove the NUL character (U+0000) from the argument.",
+            )
+        return decoded
 
 
 def parse_uuid(value: str) -> UUID:

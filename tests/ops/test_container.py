@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+from yarl import URL
 
 from tests.ops.tooling import ROOT, require, run
-from tests.ops.yamldocs import load_all
+from tests.ops.yamldocs import load_all, load_file
+from tests.support.engines_redis import Node
+from tests.support.server import free_port
 
 DEPLOY = ROOT / "deploy"
 
@@ -57,3 +67,55 @@ def test_prometheus_config_is_valid_and_scrapes_both_replicas() -> None:
     run([require("promtool"), "check", "config", str(DEPLOY / "prometheus.yml")])
     text = (DEPLOY / "prometheus.yml").read_text()
     assert "job_name: elova-mcp" in text and '"mcp-1:9090", "mcp-2:9090"' in text
+
+
+def _defaults(value: str) -> str:
+    """A compose value with its `${VAR:-default}` references read as their defaults."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
+def test_compose_publishes_only_the_mcp_port_beyond_loopback() -> None:
+    services = load_file(DEPLOY / "compose.yaml")["services"]
+    published = {name: s["ports"] for name, s in services.items() if s.get("ports")}
+    assert published == {
+        "lb": ["8080:8080"],
+        "prometheus": ["127.0.0.1:9091:9090"],
+        "grafana": ["127.0.0.1:3000:3000"],
+    }
+
+
+def test_compose_redis_requires_the_password_the_replicas_send(tmp_path: Path) -> None:
+    """The compose Redis command, run on a real redis-server: it refuses a client without
+    the password, and the replicas' ELOVA_REDIS_URL and the healthcheck's redis-cli get in."""
+    config = load_file(DEPLOY / "compose.yaml")
+    redis_service = config["services"]["redis"]
+    command = [_defaults(arg) for arg in redis_service["command"]]
+    assert command[0] == "redis-server"
+    password = command[command.index("--requirepass") + 1]
+    assert len(password) >= 16
+    for replica in ("mcp-1", "mcp-2"):
+        url = URL(_defaults(config["services"][replica]["environment"]["ELOVA_REDIS_URL"]))
+        assert (url.host, url.port, url.password) == ("redis", 6379, password)
+    assert _defaults(redis_service["environment"]["REDISCLI_AUTH"]) == password
+    assert redis_service["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+
+    node = Node(free_port(), tmp_path / "redis", command[1:], password)
+    node.start()
+    try:
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=2).ping()
+        service_url = url.with_host("127.0.0.1").with_port(node.port)
+        assert redis.Redis.from_url(str(service_url), socket_timeout=2).ping()
+        cli = shutil.which("redis-cli")
+        if cli is not None:
+            ping = [cli, "-p", str(node.port), "ping"]
+            env = {"PATH": os.environ.get("PATH", "")}
+            refused = subprocess.run(ping, env=env, capture_output=True, text=True, timeout=10)
+            assert "NOAUTH" in refused.stdout + refused.stderr
+            healthy = subprocess.run(
+                ping, env={**env, "REDISCLI_AUTH": password}, capture_output=True, text=True,
+                timeout=10,
+            )  # fmt: skip
+            assert healthy.stdout.strip() == "PONG"
+    finally:
+        node.stop()

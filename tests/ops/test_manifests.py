@@ -206,3 +206,37 @@ def test_prometheus_rule_embeds_the_rules_file() -> None:
     require("kubernetes-validate")
     python = str(ROOT / ".tools" / "ops-venv" / "bin" / "python")
     run([python, str(ROOT / "tests" / "ops" / "render_prometheusrule.py"), "--check"])
+
+
+def _store_rules(policy: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """The egress rules to PostgreSQL (5432) and Redis (6379), by port."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for rule in policy["spec"]["egress"]:
+        for port in rule["ports"]:
+            if port["port"] in (5432, 6379):
+                out.setdefault(port["port"], []).append(rule)
+    return out
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_database_egress_is_narrowed_to_its_destinations(overlay: str) -> None:
+    """The base allows the store ports to any destination; every overlay names them."""
+    rules = _store_rules(one(rendered(overlay), "NetworkPolicy", "elova-mcp"))
+    assert set(rules) == {5432, 6379}
+    for port_rules in rules.values():
+        assert all(rule.get("to") for rule in port_rules), port_rules
+
+
+def test_staging_reaches_its_database_and_cache_at_one_address_each() -> None:
+    docs = rendered("staging")
+    server = _store_rules(one(docs, "NetworkPolicy", "elova-mcp"))
+    migrate = _store_rules(one(docs, "NetworkPolicy", "elova-mcp-migrate"))
+    assert set(migrate) == {5432}
+    for port_rules in (server[5432], server[6379], migrate[5432]):
+        (rule,) = port_rules
+        (peer,) = rule["to"]
+        assert set(peer) == {"ipBlock"} and peer["ipBlock"]["cidr"].endswith("/32"), peer
+        assert "except" not in peer["ipBlock"]
+    database = server[5432][0]["to"][0]["ipBlock"]["cidr"]
+    assert migrate[5432][0]["to"][0]["ipBlock"]["cidr"] == database
+    assert server[6379][0]["to"][0]["ipBlock"]["cidr"] != database

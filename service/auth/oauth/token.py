@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from aiohttp import web
 from multidict import MultiMapping
 
@@ -24,8 +23,7 @@ from service.auth.oauth.responses import (
     read_form,
     single,
 )
-from service.auth.tokens import hash_refresh_token
-from service.errors import GrantRefused, OAuthError
+from service.errors import GrantRefused, OAuthError, ScopeRefused
 from service.keys import CONFIG, DB_POOL, METRICS, TOKENS
 
 
@@ -34,6 +32,13 @@ def _required(params: MultiMapping[Any], name: str) -> str:
     if not value:
         raise OAuthError("invalid_request", f"the {name} parameter is required")
     return value
+
+
+def _asked_scopes(params: MultiMapping[Any]) -> frozenset[str] | None:
+    """RFC 6749 §6: a refresh may ask for the same scopes or fewer; the access token then
+    carries only those. An absent or blank `scope` asks for the approval's scopes."""
+    asked = single(params, "scope")
+    return frozenset(asked.split()) if asked and not asked.isspace() else None
 
 
 def _answer(issued: IssuedTokens) -> web.Response:
@@ -95,31 +100,19 @@ async def token(request: web.Request) -> web.Response:
                 )
             else:
                 refresh = _required(params, "refresh_token")
-                await _check_scope(conn, refresh, single(params, "scope"))
                 try:
                     issued = await rotate_refresh_token(
-                        conn, app[TOKENS], refresh, client_id=client_id
+                        conn,
+                        app[TOKENS],
+                        refresh,
+                        client_id=client_id,
+                        scopes=_asked_scopes(params),
                     )
-                except GrantRefused as err:
-                    raise OAuthError("invalid_grant", err.message) from None
+                except (GrantRefused, ScopeRefused) as err:
+                    raise OAuthError(err.error, err.message) from None
     except OAuthError as err:
         if err.error in ("invalid_grant", "invalid_client", "invalid_target"):
             app[METRICS].auth_failed(_failure_reason(err))
         return error_response(err)
     app[METRICS].token_issued(grant_type)
     return _answer(issued)
-
-
-async def _check_scope(conn: asyncpg.Connection, refresh: str, asked: str | None) -> None:
-    """RFC 6749 §6: a refresh may ask for the same scopes or fewer. Tokens always carry the
-    approval's scopes, so a subset is accepted as is and anything wider is refused before the
-    refresh token is spent."""
-    if asked is None:
-        return
-    granted = await conn.fetchval(
-        "SELECT a.scopes FROM refresh_tokens r JOIN approvals a ON a.id = r.approval_id"
-        " WHERE r.token_hash = $1",
-        hash_refresh_token(refresh),
-    )
-    if granted is not None and not set(asked.split()) <= set(granted):
-        raise OAuthError("invalid_scope", f"the approval grants only: {' '.join(granted)}")
