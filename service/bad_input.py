@@ -37,6 +37,7 @@ from service.auth.oauth.pages import error_page
 from service.auth.oauth.responses import FORM, error_response
 from service.errors import NOT_TEXT, OAuthError
 from service.input_text import all_text, is_text, json_has_nul, urlencoded_is_text
+from service.keys import CONFIG
 from service.mcp import protocol as p
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ async def _problem(request: web.Request) -> str | None:
         return "cookie"
     if request.path == MCP_PATH or not request.body_exists:
         return None
+    if (request.content_length or 0) > request.app[CONFIG].limits.max_body_bytes:
+        return None  # over the request bound: the handler's own read refuses it in its shape
     content_type = request.content_type
     if content_type == FORM:
         return None if urlencoded_is_text(await request.read()) else "form"
