@@ -69,9 +69,8 @@ async def qualified(conn: asyncpg.Connection, names: Sequence[str]) -> tuple[str
 
 async def analyze(conn: asyncpg.Connection, tables: Sequence[str]) -> Analyzed:
     """One ANALYZE of `tables` (names from `tables_written` or `qualified`: catalog names,
-    already quoted), run after the load committed so that the next plans use them."""
-    if conn.is_in_transaction():
-        raise RuntimeError("ANALYZE after the load's commit, not inside a transaction")
+    already quoted), to run after the load committed. (Inside a caller's transaction it
+    still works, but holds each table's lock and hides the statistics until that commits.)"""
     names = tuple(sorted(set(tables)))
     if not names:
         return Analyzed()

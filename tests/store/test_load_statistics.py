@@ -9,11 +9,15 @@ equals the rows each table holds.
 
 from __future__ import annotations
 
+import io
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+from service.demo.bulk import BulkPlan
+from service.demo.bulk_load import write_plan
 from service.store.snapshot import load_snapshot
 from tests.store.test_load_cli import run_load, snapshot_file
 from tests.support.services import TestDatabase
@@ -114,3 +118,18 @@ async def test_a_refused_load_analyzes_nothing(db_pool: asyncpg.Pool) -> None:
         with pytest.raises(Exception, match="status"):
             await load_snapshot(conn, snap.document())
     assert await analysed_since(db_pool, before) == set()
+
+
+async def test_demo_data_analyzes_every_table_it_writes(
+    test_database: TestDatabase, db_pool: asyncpg.Pool
+) -> None:
+    plan = BulkPlan(
+        workspaces=1, instances=2, workflows=6, executions=800, seed=2020,
+        now=datetime(2026, 3, 1, tzinfo=UTC),
+    )  # fmt: skip
+    before = await analyze_counts(db_pool)
+    log = io.StringIO()
+    await write_plan(test_database.dsn, plan, replace=True, log=log)
+    assert "ANALYZE of 10 tables took" in log.getvalue()
+    assert await analysed_since(db_pool, before) == set(RECORDS + EXECUTIONS)
+    await assert_estimates_exact(db_pool, RECORDS + EXECUTIONS)
