@@ -1,7 +1,10 @@
-"""`elova-mcp load FILE`: upsert a snapshot file's records in one transaction.
+"""`elova-mcp load FILE`: upsert a snapshot file's records in one transaction, then ANALYZE
+the tables it wrote (service/store/statistics.py).
 
-Prints a one-line summary and exits 0; a file that cannot be read or loaded exits 1 with
-the reason on stderr (a bad record changes nothing). Needs only ELOVA_DATABASE_URL.
+Prints a one-line summary and exits 0 (how long the ANALYZE took goes to stderr); a file
+that cannot be read or loaded exits 1 with the reason on stderr (a bad record changes
+nothing), and so does an ANALYZE that failed after the commit, saying the records are
+loaded and what to run. Needs only ELOVA_DATABASE_URL.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncpg
 from service.cli.database_command import refuse, run_on_database
 from service.config import Config
 from service.errors import CommandRefused, LoadError
+from service.store import statistics
 from service.store.snapshot import load_snapshot
 
 _PROG = "elova-mcp load"
@@ -51,13 +55,24 @@ def run(args: argparse.Namespace) -> int:
 
     async def command(conn: asyncpg.Connection) -> str:
         try:
-            report = await load_snapshot(conn, document)
+            report = await load_snapshot(conn, document, analyze=False)
         except LoadError as err:
             raise CommandRefused(f"{name}: {err} (nothing was changed)") from err
         except asyncpg.UndefinedTableError:
             raise  # answered like every command's missing schema
         except asyncpg.PostgresError as err:
             raise CommandRefused(f"{name}: the database refused the load: {err}") from err
+        try:
+            analyzed = await statistics.analyze(conn, report.written)
+        except asyncpg.PostgresError as err:
+            raise CommandRefused(
+                f"{name}: {report.summary()}, but updating the planner statistics failed ({err});"
+                f" run ANALYZE {', '.join(report.written)}"
+            ) from err
+        sys.stderr.write(
+            f"{_PROG}: planner statistics updated: ANALYZE of {len(analyzed.tables)} tables"
+            f" took {analyzed.seconds:.2f} s\n"
+        )
         return f"{name}: {report.summary()}"
 
     return asyncio.run(run_on_database(_PROG, cfg.database_url, command))

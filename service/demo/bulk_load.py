@@ -7,7 +7,10 @@ sets are copied by several processes at once, each on its own connection, with t
 executions table's keys and indexes dropped for the copy and rebuilt afterwards (one sort a
 index instead of millions of random B-tree inserts). Then the workflow summaries are
 recomputed by the loader's `refresh_workflow_summaries`, the statistics rollups by
-`rebuild_rollups` (service/store/rollups.py), and the tables are analysed.
+`rebuild_rollups` (service/store/rollups.py), and every table written is analysed
+(service/store/statistics.py). Not a path for a database that serves: the parallel copy
+drops the executions table's indexes (docs/operations.md, "Loading snapshots while
+serving"); `elova-mcp load` is.
 """
 
 from __future__ import annotations
@@ -41,10 +44,17 @@ from service.store.db import connect
 from service.store.load_executions import refresh_workflow_summaries
 from service.store.load_inventory import load_accounts, load_instances, load_workspaces
 from service.store.rollups import rebuild_rollups
+from service.store.statistics import analyze, qualified
 
 # Below this many executions one process copies into the indexed table: rebuilding every
 # index costs more than it saves.
 PARALLEL_THRESHOLD = 100_000
+# Every table the plan writes, analysed at the end (the writes span several transactions
+# and processes: the snapshot loader's way of asking the transaction does not apply).
+_WRITTEN = (
+    "accounts", "workspaces", "memberships", "instances", "sync_jobs", "workflows",
+    "executions", "workflow_execution_summaries", "execution_rollups", "execution_rollups_daily",
+)  # fmt: skip
 _SYNC_JOB_COLUMNS = (
     "id", "instance_id", "scope", "trigger", "status", "created_at", "finished_at", "error_code",
 )  # fmt: skip
@@ -89,11 +99,13 @@ async def write_plan(
         async with conn.transaction():
             await refresh_workflow_summaries(conn, [UUID(w["id"]) for w in world.workflows])
             await rebuild_rollups(conn, [UUID(w["id"]) for w in world.workspaces])
-        tables = ("executions", "workflows", "workflow_execution_summaries", "sync_jobs",
-                  "execution_rollups", "execution_rollups_daily")  # fmt: skip
-        for table in tables:
-            await conn.execute(f"ANALYZE {table}")
-        _say(log, started, "workflow summaries and statistics rollups computed, tables analysed")
+        analyzed = await analyze(conn, await qualified(conn, _WRITTEN))
+        _say(
+            log,
+            started,
+            "workflow summaries and statistics rollups computed; ANALYZE of"
+            f" {len(analyzed.tables)} tables took {analyzed.seconds:.2f} s",
+        )
     finally:
         await conn.close()
     return BulkReport(

@@ -1,6 +1,11 @@
 """Loading a snapshot file (docs/snapshot-format.md): one JSON object of record arrays, upserted by
 id inside one transaction, in reference order (accounts, workspaces, instances, sync jobs,
 workflows, executions). A bad file raises LoadError and changes nothing.
+
+Readers see the records as they were before the commit or after it, never a mix; the load
+takes no lock a reader waits for (row-level upserts only). After the commit the tables the
+transaction wrote are analysed (service/store/statistics.py), so the first plans after a
+load are as good as the steady state's, autovacuum or not.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import asyncpg
 import msgspec
 
 from service.errors import LoadError
+from service.store import statistics
 from service.store.load_inventory import (
     load_accounts,
     load_instances,
@@ -43,6 +49,8 @@ class LoadReport:
     sync_jobs: int = 0
     workflows: int = 0
     executions: int = 0
+    written: tuple[str, ...] = ()  # the tables the transaction wrote (statistics.py)
+    analyzed: statistics.Analyzed = statistics.Analyzed()
 
     def summary(self) -> str:
         return (
@@ -72,8 +80,14 @@ def parse_document(document: bytes) -> _Document:
         raise LoadError("snapshot", "", f"the file is not valid JSON ({err})") from err
 
 
-async def load_snapshot(conn: asyncpg.Connection, document: bytes) -> LoadReport:
-    """Upsert every record of the snapshot in one transaction; LoadError changes nothing."""
+async def load_snapshot(
+    conn: asyncpg.Connection, document: bytes, *, analyze: bool = True
+) -> LoadReport:
+    """Upsert every record of the snapshot in one transaction; LoadError changes nothing.
+
+    Then ANALYZE the tables the transaction wrote, unless `analyze` is false (the caller
+    then analyses `LoadReport.written` itself, e.g. to tell a failure of that step, after
+    the commit, from a refused load)."""
     doc = parse_document(document)
     async with conn.transaction():
         accounts = await load_accounts(conn, doc.accounts)
@@ -82,6 +96,8 @@ async def load_snapshot(conn: asyncpg.Connection, document: bytes) -> LoadReport
         sync_jobs = await load_sync_jobs(conn, doc.syncJobs, instances)
         workflows = await load_workflows(conn, doc.workflows, instances)
         executions = await _load_executions(conn, doc.executions)
+        written = await statistics.tables_written(conn)
+    analyzed = await statistics.analyze(conn, written) if analyze else statistics.Analyzed()
     return LoadReport(
         accounts=len(accounts),
         workspaces=len(workspaces),
@@ -90,6 +106,8 @@ async def load_snapshot(conn: asyncpg.Connection, document: bytes) -> LoadReport
         sync_jobs=sync_jobs,
         workflows=workflows,
         executions=executions,
+        written=written,
+        analyzed=analyzed,
     )
 
 

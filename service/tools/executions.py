@@ -21,6 +21,7 @@ from service.errors import NotFound
 from service.rules.periods import window_start
 from service.rules.shaping import format_local, resolve_zone, shorten
 from service.store.reads.executions import FIRST_PAGE_PARAMETER, ONE_EXECUTION, page_query
+from service.store.reads.one_snapshot import one_snapshot, one_snapshot_unless
 from service.tools.base import (
     LimitArg,
     Output,
@@ -189,8 +190,9 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
         and (params.period == "all" or explicit_zone is not None)
     )
     prefetched: list[asyncpg.Record] | None = None
-    # One pooled connection for every read of the call (not one checkout a statement).
-    async with ctx.pool.acquire() as conn:
+    # One pooled connection for every read of the call (not one checkout a statement); the
+    # scope and the page read one snapshot when they are two statements.
+    async with ctx.pool.acquire() as conn, one_snapshot_unless(one_statement, conn):
         # Confirms the caller (401/403) before any later check; NOT_FOUND waits its turn.
         if one_statement:
             as_of = ctx.now.astimezone(UTC)
@@ -280,7 +282,7 @@ def _s(value: UUID | None) -> str | None:
 async def get_execution(ctx: ToolContext, params: ExecutionParams) -> OneExecution:
     workspace_id = parse_uuid(params.workspaceId)
     execution_id = parse_uuid(params.executionId)
-    async with ctx.pool.acquire() as conn:
+    async with ctx.pool.acquire() as conn, one_snapshot(conn):
         scope = await read_scope(ctx, conn, workspace_id)
         row = await conn.fetchrow(ONE_EXECUTION, execution_id, workspace_id)
         if row is None:
