@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from service.errors import ConfigError
 
@@ -179,6 +179,11 @@ class Config:
     # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
     database_pooler_settings: str = "per_transaction"
     database_read_url: str | None = None
+    # Failover (docs/operations.md, Database failover): a new connection gives up after the
+    # connect timeout (all hosts of a multi-host URL together); an open one whose sent bytes
+    # or keepalive probes go unacknowledged this long is closed by the kernel (TCP_USER_TIMEOUT).
+    database_connect_timeout_seconds: float = 5.0
+    database_tcp_timeout_seconds: float = 10.0
     redis_engine: RedisEngine = field(default_factory=RedisEngine)
     shedding: Shedding = field(default_factory=Shedding)
     connections: Connections = field(default_factory=Connections)
@@ -225,7 +230,7 @@ class Config:
             ),
         )
         return cls(
-            database_url=_required(env, "ELOVA_DATABASE_URL", _db_url),
+            database_url=_required(env, "ELOVA_DATABASE_URL", _primary_db_url),
             redis_url=_parse(env, "ELOVA_REDIS_URL", _redis_url, None),
             redis_key_prefix=_parse(env, "ELOVA_REDIS_KEY_PREFIX", _key_prefix, "elova:"),
             host=host,
@@ -250,6 +255,12 @@ class Config:
                 env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
             ),
             database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
+            database_connect_timeout_seconds=_parse(
+                env, "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS", _positive_float, 5.0
+            ),
+            database_tcp_timeout_seconds=_parse(
+                env, "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", _positive_float, 10.0
+            ),
             redis_engine=_redis_engine(env),
             shedding=_shedding(env),
             connections=Connections(
@@ -425,11 +436,64 @@ def _origins(raw: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# libpq's (and asyncpg's) target_session_attrs; the primary's URL takes the writable ones.
+SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
+_PRIMARY_ATTRS = ("read-write", "primary")
+
+
 def _db_url(raw: str) -> str:
+    """A libpq URL, one host or several (`host1:5432,host2:5432`, or `?host=…&port=…`), as
+    asyncpg connects with it. Only what asyncpg would refuse later, or read differently,
+    is checked here; messages never repeat the URL (it may hold a password)."""
     parts = urlsplit(raw)
     if parts.scheme not in ("postgres", "postgresql"):
         raise ValueError("expected a URL such as postgresql://user:password@host:5432/elova")
-    parts.port  # noqa: B018 - raises ValueError for a port out of range
+    hosts = parts.netloc.rpartition("@")[2]
+    for address in hosts.split(",") if hosts else ():
+        _db_port(address.rpartition("]")[2].rpartition(":")[2] if ":" in address else "")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    for ports in query.get("port", ()):
+        for port in ports.split(","):
+            _db_port(port)
+    attrs = session_attrs(raw)
+    if attrs is not None and attrs not in SESSION_ATTRS:
+        raise ValueError(f"target_session_attrs must be one of {', '.join(SESSION_ATTRS)}")
+    return raw
+
+
+def _db_port(raw: str) -> None:
+    if raw and not (raw.isdigit() and 0 < int(raw) <= 65535):
+        raise ValueError("a host's port is not a TCP port (1 to 65535)")
+
+
+def session_attrs(url: str) -> str | None:
+    """The URL's target_session_attrs (the last one given, as libpq reads it), or None."""
+    given = parse_qs(urlsplit(url).query, keep_blank_values=True).get("target_session_attrs")
+    return given[-1] if given else None
+
+
+def host_count(url: str) -> int:
+    """How many hosts the URL names, in its authority or in `host=` parameters."""
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    named = [h for each in parse_qs(parts.query).get("host", ()) for h in each.split(",")]
+    return max(len(hosts.split(",")) if hosts else 0, len(named), 1)
+
+
+def _primary_db_url(raw: str) -> str:
+    """ELOVA_DATABASE_URL: with several hosts, the pool must be told to find the writable one
+    (without target_session_attrs libpq's default, `any`, takes the first that answers)."""
+    _db_url(raw)
+    attrs = session_attrs(raw)
+    if attrs is not None and attrs not in _PRIMARY_ATTRS:
+        raise ValueError(
+            f"target_session_attrs={attrs} would send writes to a standby; use read-write"
+        )
+    if attrs is None and host_count(raw) > 1:
+        raise ValueError(
+            "several hosts need target_session_attrs=read-write, so that the service finds "
+            "the writable one after a failover"
+        )
     return raw
 
 

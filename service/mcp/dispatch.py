@@ -16,11 +16,18 @@ else is wrong with the request.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from service import headers as h
-from service.errors import InvalidParams, InvalidRequest, MethodNotFound, SessionNotFound
+from service.errors import (
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    SessionNotFound,
+    Unavailable,
+)
 from service.keys import ADMISSION, CATALOG, DB_POOL, METRICS, SESSIONS
 from service.mcp import answers
 from service.mcp import protocol as p
@@ -128,6 +135,23 @@ KNOWN_METHODS = frozenset(MODERN_METHODS) | frozenset(SESSION_METHODS)
 
 
 async def dispatch(call: Call) -> Answer:
+    """The answer, by the request's deadline whatever the store does: past it, what still
+    waits (an approval read, a pool connection, a release that waits for the cancel of a
+    statement on a server that went silent) is abandoned and the answer is 503 Unavailable
+    with Retry-After, as for any other store failure (docs/operations.md, Database
+    failover)."""
+    try:
+        async with asyncio.timeout_at(call.deadline_at):
+            return await _dispatch(call)
+    except TimeoutError:
+        late = Unavailable(PAST_DEADLINE, retry_after_seconds=1)
+        return answers.failure(call.app, call.request_id, call.id, late)
+
+
+PAST_DEADLINE = "The request did not finish within its deadline; retry shortly"
+
+
+async def _dispatch(call: Call) -> Answer:
     try:
         answer = await _answer(call)
     except Exception as err:
