@@ -179,8 +179,9 @@ class Config:
     # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
     database_pooler_settings: str = "per_transaction"
     database_read_url: str | None = None
-    # Failover (docs/operations.md, Database failover): a new connection gives up after the
-    # connect timeout (all hosts of a multi-host URL together); an open one whose sent bytes
+    # Failover (docs/operations.md, Database failover): a new connection gives up on a host
+    # after the connect timeout (default: 5 s, or a quarter of the request deadline if less)
+    # and tries the next host of a multi-host URL; an open one whose sent bytes
     # or keepalive probes go unacknowledged this long is closed by the kernel (TCP_USER_TIMEOUT).
     database_connect_timeout_seconds: float = 5.0
     database_tcp_timeout_seconds: float = 10.0
@@ -255,8 +256,12 @@ class Config:
                 env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
             ),
             database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
+            # Per host: a silent first host must leave a request time for the next one.
             database_connect_timeout_seconds=_parse(
-                env, "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS", _positive_float, 5.0
+                env,
+                "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS",
+                _positive_float,
+                min(5.0, limits.request_deadline_seconds / 4),
             ),
             database_tcp_timeout_seconds=_parse(
                 env, "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", _positive_float, 10.0
@@ -472,12 +477,35 @@ def session_attrs(url: str) -> str | None:
     return given[-1] if given else None
 
 
+def db_hosts(url: str) -> list[tuple[str, int | None]]:
+    """The (host, port) pairs a libpq URL names, in order: from its authority or its `host=`
+    and `port=` parameters (one port for all, or one a host); None: the default port. A
+    host in brackets (IPv6) comes without them."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    named = parts.netloc.rpartition("@")[2]
+    pairs: list[tuple[str, str]] = []
+    if query.get("host"):
+        pairs = [(h, "") for h in query["host"][-1].split(",")]
+    elif named:
+        for address in named.split(","):
+            host, _, port = (
+                address.rpartition(":") if ":" in address.rpartition("]")[2] else (address, "", "")
+            )
+            pairs.append((host.strip("[]"), port))
+    ports = query["port"][-1].split(",") if query.get("port") else []
+    out: list[tuple[str, int | None]] = []
+    for n, (host, port) in enumerate(pairs):
+        given = port or (
+            ports[n] if len(ports) > 1 and n < len(ports) else ports[0] if ports else ""
+        )
+        out.append((host, int(given) if given else None))
+    return out
+
+
 def host_count(url: str) -> int:
     """How many hosts the URL names, in its authority or in `host=` parameters."""
-    parts = urlsplit(url)
-    hosts = parts.netloc.rpartition("@")[2]
-    named = [h for each in parse_qs(parts.query).get("host", ()) for h in each.split(",")]
-    return max(len(hosts.split(",")) if hosts else 0, len(named), 1)
+    return max(len(db_hosts(url)), 1)
 
 
 def _primary_db_url(raw: str) -> str:

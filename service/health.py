@@ -61,8 +61,11 @@ async def _select_one(pool: asyncpg.Pool) -> None:
     """SELECT 1 with the connection's acquire and release bounded too: a statement cancelled
     on a server that went silent would otherwise hold the release (and this check) until
     its cancel request gives up; past the bound the connection is closed instead."""
-    async with pool.acquire(timeout=CHECK_TIMEOUT_SECONDS) as conn:
+    conn = await pool.acquire(timeout=CHECK_TIMEOUT_SECONDS)
+    try:
         await conn.fetchval("SELECT 1", timeout=CHECK_TIMEOUT_SECONDS)
+    finally:
+        await pool.release(conn, timeout=CHECK_TIMEOUT_SECONDS)
 
 
 async def _check_redis(app: web.Application) -> str:

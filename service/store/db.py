@@ -17,7 +17,8 @@ Failover (docs/operations.md, Database failover): the URLs may name several host
 target_session_attrs, which asyncpg follows on every new connection. Every connection's
 socket gets TCP keepalives and TCP_USER_TIMEOUT (ELOVA_DATABASE_TCP_TIMEOUT_SECONDS), so one
 to a host that vanished without a word is closed by the kernel and the pool replaces it; a
-new one gives up after ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS. A primary's connection that
+new one gives up on a host after ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS and tries the next
+(service/store/hosts.py). A primary's connection that
 is refused a write as read-only (a former primary back as a standby) is closed at once.
 """
 
@@ -33,6 +34,7 @@ from aiohttp import web
 
 from service.config import Config
 from service.keys import CONFIG, DB_POOL, DB_READ_POOL
+from service.store.hosts import HostByHost
 
 log = logging.getLogger(__name__)
 
@@ -185,17 +187,43 @@ async def create_pool(
     application_name: str = "elova-mcp",
 ) -> asyncpg.Pool:
     writes = dsn is None  # the primary's
-    pool = await asyncpg.create_pool(
-        dsn=cfg.database_url if dsn is None else dsn,
+    url = cfg.database_url if dsn is None else dsn
+    several = HostByHost(url, cfg.database_connect_timeout_seconds)
+    pool = StorePool(
+        url,
+        connect=several if several.hosts > 1 else None,
         min_size=cfg.db_pool_min if min_size is None else min_size,
         max_size=cfg.db_pool_max,
+        max_queries=50_000,
+        max_inactive_connection_lifetime=300.0,
+        loop=None,
+        record_class=asyncpg.Record,
         command_timeout=cfg.limits.request_deadline_seconds + 5,
         timeout=cfg.database_connect_timeout_seconds,
         reset=reset_when_needed,
         **connect_options(cfg, application_name, writes=writes),
     )
-    assert pool is not None
+    await pool
     return pool
+
+
+class StorePool(asyncpg.Pool):  # type: ignore[misc]
+    """asyncpg's pool, whose release of a connection takes RELEASE_SECONDS at most.
+
+    A statement cancelled by the request deadline is cancelled on the server through a
+    connection of its own, and asyncpg's release waits for that (up to the command timeout,
+    the deadline + 5 s) before the connection is free again. On a server that went silent
+    the cancel is never answered: every connection of the pool would stay taken that long,
+    and the pool could not reach a promoted standby meanwhile. Past RELEASE_SECONDS the
+    connection is closed instead, and its place is free for a new one."""
+
+    async def release(
+        self, connection: asyncpg.Connection, *, timeout: float | None = None
+    ) -> None:
+        await super().release(connection, timeout=RELEASE_SECONDS if timeout is None else timeout)
+
+
+RELEASE_SECONDS = 2.0
 
 
 async def connect(dsn: str, *, timeout: float = 60) -> asyncpg.Connection:

@@ -21,6 +21,7 @@ from tests.hostile.steady_load import RETRYABLE, Load, metric, ready
 from tests.hostile.wire import Mcp
 from tests.hostile.world import World, build_world
 from tests.support.engines_pg import PrivateCluster, start_private_cluster
+from tests.support.relay import Relay
 from tests.support.server import free_port
 
 pytestmark = pytest.mark.slow
@@ -72,23 +73,30 @@ async def _seed(cluster: PrivateCluster, replicas: Replicas) -> World:
 
 
 @pytest.mark.timeout(90)  # initdb, pg_basebackup, a start, ~20 s of load
-async def test_primary_killed_and_standby_promoted_behind_a_multi_host_url(
-    session: aiohttp.ClientSession,
+@pytest.mark.parametrize("how", ["killed", "silent"])
+async def test_primary_lost_and_standby_promoted_behind_a_multi_host_url(
+    session: aiohttp.ClientSession, how: str
 ) -> None:
+    """`killed`: the primary stops at once (its port refuses). `silent`: the path to it is
+    black-holed first (a dead host whose address drops packets), then it is killed unseen."""
     cluster = await asyncio.to_thread(start_private_cluster)
+    relay = await Relay(cluster.primary_port).start()
     try:
-        hosts = f"127.0.0.1:{cluster.primary_port},127.0.0.1:{cluster.standby_port}"
+        first = relay.port if how == "silent" else cluster.primary_port
+        hosts = f"127.0.0.1:{first},127.0.0.1:{cluster.standby_port}"
         url = f"postgresql://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
         metrics_port = free_port()
         replicas = Replicas(url, env={**ENV, "METRICS_PORT": str(metrics_port)})
         world = await _seed(cluster, replicas)
-        replicas.start()
+        await asyncio.to_thread(replicas.start)  # the relay runs on this loop meanwhile
         try:
             await wait_live(session, replicas.url())
             load = Load(Mcp(session, replicas.url() + "/mcp"), world, world.approvals["a"])
             running = asyncio.create_task(load.run())
             await asyncio.sleep(2.0)
-            killed_at = load.now()
+            lost_at = load.now()
+            if how == "silent":
+                relay.blackhole()
             await asyncio.to_thread(cluster.kill_primary)
             unready = await _readiness_flip(session, replicas.url(), expect=503)
             await asyncio.sleep(2.0)  # the window an operator (or Patroni) takes to promote
@@ -99,9 +107,8 @@ async def test_primary_killed_and_standby_promoted_behind_a_multi_host_url(
             await asyncio.sleep(6.0)
             load.stop()
             await asyncio.wait_for(running, 30)
-            in_use = await metric(
-                session, metrics_port, 'elova_mcp_db_pool_connections{state="in_use"}'
-            )
+            await asyncio.sleep(1.0)  # the last releases
+            in_use = await metric(session, metrics_port, IN_USE)
             inflight = await metric(session, metrics_port, "elova_mcp_inflight_requests")
             assert replicas.procs[0].poll() is None, "the service must not exit"
         except BaseException:
@@ -110,25 +117,25 @@ async def test_primary_killed_and_standby_promoted_behind_a_multi_host_url(
         finally:
             replicas.stop()
     finally:
+        await relay.stop()
         cluster.stop()
     summary = load.summary()
+    back = load.first_ok_after(promoted_at)
     report = (
-        f"answers {summary}; readiness 503 {unready:.1f} s after the kill, 200 "
+        f"{how}: answers {summary}; readiness 503 {unready:.1f} s after the loss, 200 "
         f"{ready_again:.1f} s after the promotion (pg_ctl promote took "
-        f"{promoted_at - promote_started:.1f} s); slowest answer "
-        f"{max(s.seconds for s in load.seen):.2f} s"
+        f"{promoted_at - promote_started:.1f} s); first success {back} s after the "
+        f"promotion; slowest answer {max(s.seconds for s in load.seen):.2f} s"
     )
-    print(report)
-    before = [s for s in load.seen if s.at + s.seconds < killed_at]
+    print(report)  # the measured numbers (docs/operations.md)
+    before = [s for s in load.seen if s.at + s.seconds < lost_at]
     assert before and {s.code for s in before} == {"ok"}, report
     assert not [s for s in load.seen if s.wrong], "a success held another approval's records"
     assert {s.code for s in load.seen} <= {"ok"} | RETRYABLE, report
-    assert {s.code for s in load.between(killed_at + 0.5, promote_started)} - {"ok"}, report
+    assert {s.code for s in load.between(lost_at, promoted_at)} - {"ok"}, report
     late = [s for s in load.seen if s.seconds > LATE]
     assert not late, f"{len(late)} calls past the deadline: {late[:5]}; {report}"
-    back = load.first_ok_after(promoted_at)
-    assert back is not None and back < 10.0, f"serving again {back} s after promotion; {report}"
-    print(f"first success {back:.2f} s after the promotion")
+    assert back is not None and back < 10.0, report
     settled = load.between(promoted_at + back + 1.0, load.now())  # and every call since
     assert settled and {s.code for s in settled} == {"ok"}, report
     assert (in_use, inflight) == (0, 0), "a pool connection or a request slot leaked"
