@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -17,6 +18,8 @@ import pytest
 
 from service.config import Config
 from service.store.db import create_pool, tune_socket
+from service.store.hosts import HostByHost
+from tests.support.relay import Relay
 from tests.support.server import free_port
 from tests.support.services import TestDatabase
 
@@ -114,3 +117,25 @@ def test_an_operator_command_with_every_host_down_names_them_not_the_password() 
     done = _operator("migrate", f"postgresql://u:s3cret@{down}/x?target_session_attrs=read-write")
     assert done.returncode == 1, done.stderr
     assert down in done.stderr and "s3cret" not in done.stderr + done.stdout
+
+
+async def test_a_silent_first_host_costs_one_connect_timeout(test_database: TestDatabase) -> None:
+    parts = urlsplit(test_database.dsn)
+    silent = await Relay(parts.port or 5432).start()
+    silent.blackhole()  # accepts, never answers: asyncpg alone would spend its whole timeout
+    try:
+        user = parts.netloc.rpartition("@")[0]
+        hosts = f"{user}@127.0.0.1:{silent.port},{parts.hostname}:{parts.port or 5432}"
+        url = parts._replace(netloc=hosts, query="target_session_attrs=read-write").geturl()
+        connect = HostByHost(url, 0.5)
+        started = time.monotonic()
+        conn = await connect(url, timeout=60)
+        took = time.monotonic() - started
+        await conn.close()
+        assert 0.5 <= took < 3.0, took
+        started = time.monotonic()  # the host that answered is tried first from now on
+        conn = await connect(url, timeout=60)
+        assert time.monotonic() - started < 0.5
+        await conn.close()
+    finally:
+        await silent.stop()
