@@ -230,7 +230,10 @@ async def connect(dsn: str, *, timeout: float = 60) -> asyncpg.Connection:
     """One connection for an operator command (migrate, load, approve, account, demo-data,
     run-demo): safe through a transaction-mode pooler whatever ELOVA_DATABASE_POOLER says —
     no statement cache (no named statements) and no session settings; the commands keep
-    their work in transactions."""
+    their work in transactions. A multi-host URL gets `timeout` per host, as the pools do."""
+    several = HostByHost(dsn, timeout)
+    if several.hosts > 1:
+        return await several(dsn, statement_cache_size=0)
     return await asyncpg.connect(dsn, timeout=timeout, statement_cache_size=0)
 
 
