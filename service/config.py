@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
+from service.database_urls import database_url, primary_database_url
 from service.errors import ConfigError
 
 T = TypeVar("T")
@@ -181,8 +182,8 @@ class Config:
     database_read_url: str | None = None
     # Failover (docs/operations.md, Database failover): a new connection gives up on a host
     # after the connect timeout (default: 5 s, or a quarter of the request deadline if less)
-    # and tries the next host of a multi-host URL; an open one whose sent bytes
-    # or keepalive probes go unacknowledged this long is closed by the kernel (TCP_USER_TIMEOUT).
+    # and tries the next host of a multi-host URL; an open connection whose sent bytes or
+    # keepalive probes go unacknowledged for the TCP timeout is closed (TCP_USER_TIMEOUT).
     database_connect_timeout_seconds: float = 5.0
     database_tcp_timeout_seconds: float = 10.0
     redis_engine: RedisEngine = field(default_factory=RedisEngine)
@@ -231,7 +232,7 @@ class Config:
             ),
         )
         return cls(
-            database_url=_required(env, "ELOVA_DATABASE_URL", _primary_db_url),
+            database_url=_required(env, "ELOVA_DATABASE_URL", primary_database_url),
             redis_url=_parse(env, "ELOVA_REDIS_URL", _redis_url, None),
             redis_key_prefix=_parse(env, "ELOVA_REDIS_KEY_PREFIX", _key_prefix, "elova:"),
             host=host,
@@ -255,7 +256,7 @@ class Config:
             database_pooler_settings=_parse(
                 env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
             ),
-            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
+            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", database_url, None),
             # Per host: a silent first host must leave a request time for the next one.
             database_connect_timeout_seconds=_parse(
                 env,
@@ -439,90 +440,6 @@ def _origins(raw: str) -> tuple[str, ...]:
             raise ValueError(f"expected origins like https://app.example.com, got {item!r}")
         out.append(item)
     return tuple(out)
-
-
-# libpq's (and asyncpg's) target_session_attrs; the primary's URL takes the writable ones.
-SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
-_PRIMARY_ATTRS = ("read-write", "primary")
-
-
-def _db_url(raw: str) -> str:
-    """A libpq URL, one host or several (`host1:5432,host2:5432`, or `?host=…&port=…`), as
-    asyncpg connects with it. Only what asyncpg would refuse later, or read differently,
-    is checked here; messages never repeat the URL (it may hold a password)."""
-    parts = urlsplit(raw)
-    if parts.scheme not in ("postgres", "postgresql"):
-        raise ValueError("expected a URL such as postgresql://user:password@host:5432/elova")
-    hosts = parts.netloc.rpartition("@")[2]
-    for address in hosts.split(",") if hosts else ():
-        _db_port(address.rpartition("]")[2].rpartition(":")[2] if ":" in address else "")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    for ports in query.get("port", ()):
-        for port in ports.split(","):
-            _db_port(port)
-    attrs = session_attrs(raw)
-    if attrs is not None and attrs not in SESSION_ATTRS:
-        raise ValueError(f"target_session_attrs must be one of {', '.join(SESSION_ATTRS)}")
-    return raw
-
-
-def _db_port(raw: str) -> None:
-    if raw and not (raw.isdigit() and 0 < int(raw) <= 65535):
-        raise ValueError("a host's port is not a TCP port (1 to 65535)")
-
-
-def session_attrs(url: str) -> str | None:
-    """The URL's target_session_attrs (the last one given, as libpq reads it), or None."""
-    given = parse_qs(urlsplit(url).query, keep_blank_values=True).get("target_session_attrs")
-    return given[-1] if given else None
-
-
-def db_hosts(url: str) -> list[tuple[str, int | None]]:
-    """The (host, port) pairs a libpq URL names, in order: from its authority or its `host=`
-    and `port=` parameters (one port for all, or one a host); None: the default port. A
-    host in brackets (IPv6) comes without them."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query, keep_blank_values=True)
-    named = parts.netloc.rpartition("@")[2]
-    pairs: list[tuple[str, str]] = []
-    if query.get("host"):
-        pairs = [(h, "") for h in query["host"][-1].split(",")]
-    elif named:
-        for address in named.split(","):
-            host, _, port = (
-                address.rpartition(":") if ":" in address.rpartition("]")[2] else (address, "", "")
-            )
-            pairs.append((host.strip("[]"), port))
-    ports = query["port"][-1].split(",") if query.get("port") else []
-    out: list[tuple[str, int | None]] = []
-    for n, (host, port) in enumerate(pairs):
-        given = port or (
-            ports[n] if len(ports) > 1 and n < len(ports) else ports[0] if ports else ""
-        )
-        out.append((host, int(given) if given else None))
-    return out
-
-
-def host_count(url: str) -> int:
-    """How many hosts the URL names, in its authority or in `host=` parameters."""
-    return max(len(db_hosts(url)), 1)
-
-
-def _primary_db_url(raw: str) -> str:
-    """ELOVA_DATABASE_URL: with several hosts, the pool must be told to find the writable one
-    (without target_session_attrs libpq's default, `any`, takes the first that answers)."""
-    _db_url(raw)
-    attrs = session_attrs(raw)
-    if attrs is not None and attrs not in _PRIMARY_ATTRS:
-        raise ValueError(
-            f"target_session_attrs={attrs} would send writes to a standby; use read-write"
-        )
-    if attrs is None and host_count(raw) > 1:
-        raise ValueError(
-            "several hosts need target_session_attrs=read-write, so that the service finds "
-            "the writable one after a failover"
-        )
-    return raw
 
 
 def _pooler(raw: str) -> str:

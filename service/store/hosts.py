@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from service.config import db_hosts, session_attrs
+from service.database_urls import db_hosts, session_attrs
 
 log = logging.getLogger(__name__)
 
