@@ -11,7 +11,8 @@
 
 Every failure becomes an answer at one boundary (service/mcp/answers.py), and no answer
 leaves while the caller is still pending: a revoked or expired approval is 401 whatever
-else is wrong with the request.
+else is wrong with the request. All of it runs within the request's deadline: past it the
+answer is 503 Unavailable, whatever the store is still doing.
 """
 
 from __future__ import annotations
@@ -234,11 +235,16 @@ async def open_session(call: Call) -> Session:
 
 
 async def end_session(call: Call) -> Answer:
-    """DELETE: the caller confirmed, then its session ended: afterwards 404 on every replica."""
+    """DELETE: the caller confirmed, then its session ended: afterwards 404 on every replica
+    (within the request's deadline, as every request)."""
     try:
-        await call.authorization.confirm()
-        session = await open_session(call)
-        await call.app[SESSIONS].terminate(call.app[DB_POOL], session)
+        async with asyncio.timeout_at(call.deadline_at):
+            await call.authorization.confirm()
+            session = await open_session(call)
+            await call.app[SESSIONS].terminate(call.app[DB_POOL], session)
+    except TimeoutError:
+        late = Unavailable(PAST_DEADLINE, retry_after_seconds=1)
+        return answers.failure(call.app, call.request_id, None, late)
     except Exception as err:
         return answers.failure(call.app, call.request_id, None, err)
     return Answer(b"", 204)
