@@ -50,6 +50,7 @@ test: install tools
 # in well under a minute. A new pure test file joins this list.
 UNIT_TESTS := tests/test_config.py tests/test_crypto.py tests/test_shedding.py \
 	tests/oauth/test_outbound_address.py \
+	tests/test_database_urls.py \
 	tests/limits/test_units.py tests/limits/test_engine_config.py \
 	tests/rules/test_periods.py tests/tools/test_arguments.py tests/rules/test_history.py \
 	tests/engines/test_settings.py tests/demo/test_snapshot.py \

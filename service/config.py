@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from service.database_urls import database_url, primary_database_url
 from service.errors import ConfigError
 
 T = TypeVar("T")
@@ -205,6 +206,12 @@ class Config:
     # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
     database_pooler_settings: str = "per_transaction"
     database_read_url: str | None = None
+    # Failover (docs/operations.md, Database failover): a new connection gives up on a host
+    # after the connect timeout (default: 5 s, or a quarter of the request deadline if less)
+    # and tries the next host of a multi-host URL; an open connection whose sent bytes or
+    # keepalive probes go unacknowledged for the TCP timeout is closed (TCP_USER_TIMEOUT).
+    database_connect_timeout_seconds: float = 5.0
+    database_tcp_timeout_seconds: float = 10.0
     redis_engine: RedisEngine = field(default_factory=RedisEngine)
     shedding: Shedding = field(default_factory=Shedding)
     connections: Connections = field(default_factory=Connections)
@@ -252,7 +259,7 @@ class Config:
             ),
         )
         return cls(
-            database_url=_required(env, "ELOVA_DATABASE_URL", _db_url),
+            database_url=_required(env, "ELOVA_DATABASE_URL", primary_database_url),
             redis_url=_parse(env, "ELOVA_REDIS_URL", _redis_url, None),
             redis_key_prefix=_parse(env, "ELOVA_REDIS_KEY_PREFIX", _key_prefix, "elova:"),
             host=host,
@@ -276,7 +283,17 @@ class Config:
             database_pooler_settings=_parse(
                 env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
             ),
-            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", _db_url, None),
+            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", database_url, None),
+            # Per host: a silent first host must leave a request time for the next one.
+            database_connect_timeout_seconds=_parse(
+                env,
+                "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS",
+                _positive_float,
+                min(5.0, limits.request_deadline_seconds / 4),
+            ),
+            database_tcp_timeout_seconds=_parse(
+                env, "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", _positive_float, 10.0
+            ),
             redis_engine=_redis_engine(env),
             shedding=_shedding(env),
             connections=Connections(
@@ -451,14 +468,6 @@ def _origins(raw: str) -> tuple[str, ...]:
             raise ValueError(f"expected origins like https://app.example.com, got {item!r}")
         out.append(item)
     return tuple(out)
-
-
-def _db_url(raw: str) -> str:
-    parts = urlsplit(raw)
-    if parts.scheme not in ("postgres", "postgresql"):
-        raise ValueError("expected a URL such as postgresql://user:password@host:5432/elova")
-    parts.port  # noqa: B018 - raises ValueError for a port out of range
-    return raw
 
 
 def _pooler(raw: str) -> str:

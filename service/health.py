@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import asyncpg
 from aiohttp import web
 
 from service.drain import DrainState
@@ -35,8 +36,8 @@ async def readyz(request: web.Request) -> web.Response:
     app = request.app
     if app[DRAIN].draining:
         return web.json_response({"status": "draining"}, status=503)
-    postgresql = await _check_postgresql(app)
-    redis = await _check_redis(app)
+    # Both at once, each bounded: the answer comes within about one check timeout.
+    postgresql, redis = await asyncio.gather(_check_postgresql(app), _check_redis(app))
     ready = postgresql == "ok"
     body = {"status": "ready" if ready else "not_ready", "postgresql": postgresql, "redis": redis}
     return web.json_response(body, status=200 if ready else 503)
@@ -46,13 +47,25 @@ async def _check_postgresql(app: web.Application) -> str:
     pool = app.get(DB_POOL)
     if pool is None:
         return "unavailable"
-    answered = await _probe("PostgreSQL", lambda: pool.fetchval("SELECT 1"), app[METRICS].db_call)
+    probes = [_probe("PostgreSQL", lambda: _select_one(pool), app[METRICS].db_call)]
     reads = app.get(DB_READ_POOL)
-    if answered and reads is not None and reads is not pool:  # the read replica serves tools
-        answered = await _probe(
-            "PostgreSQL read replica", lambda: reads.fetchval("SELECT 1"), app[METRICS].db_call
+    if reads is not None and reads is not pool:  # the read replica serves tools
+        probes.append(
+            _probe("PostgreSQL read replica", lambda: _select_one(reads), app[METRICS].db_call)
         )
-    return "ok" if answered else "unavailable"
+    answered = await asyncio.gather(*probes)
+    return "ok" if all(answered) else "unavailable"
+
+
+async def _select_one(pool: asyncpg.Pool) -> None:
+    """SELECT 1 with the connection's acquire and release bounded too: a statement cancelled
+    on a server that went silent would otherwise hold the release (and this check) until
+    its cancel request gives up; past the bound the connection is closed instead."""
+    conn = await pool.acquire(timeout=CHECK_TIMEOUT_SECONDS)
+    try:
+        await conn.fetchval("SELECT 1", timeout=CHECK_TIMEOUT_SECONDS)
+    finally:
+        await pool.release(conn, timeout=CHECK_TIMEOUT_SECONDS)
 
 
 async def _check_redis(app: web.Application) -> str:

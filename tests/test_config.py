@@ -148,3 +148,62 @@ def test_registration_settings() -> None:
     ]:
         with pytest.raises(ConfigError, match=variable):
             Config.from_env(env(**{variable: value}))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@primary:5432,standby:5432/elova?target_session_attrs=read-write",
+        "postgresql://u:pw@primary,standby:5433/elova?target_session_attrs=primary",
+        "postgresql://u@[::1]:5432,[fd00::2]/elova?target_session_attrs=read-write",
+        "postgresql:///elova?host=primary,standby&port=5432,5433&target_session_attrs=read-write",
+        "postgres://u@db/elova?target_session_attrs=read-write",
+    ],
+)
+def test_multi_host_database_urls_are_accepted(url: str) -> None:
+    assert Config.from_env(env(ELOVA_DATABASE_URL=url)).database_url == url
+
+
+@pytest.mark.parametrize("attrs", ["prefer-standby", "any", "read-only", "standby", "primary"])
+def test_the_read_url_takes_every_target_session_attrs(attrs: str) -> None:
+    url = f"postgresql://u@standby1,standby2/elova?target_session_attrs={attrs}"
+    assert Config.from_env(env(ELOVA_DATABASE_READ_URL=url)).database_read_url == url
+
+
+@pytest.mark.parametrize(
+    ("variable", "url", "reason"),
+    [
+        ("ELOVA_DATABASE_URL", "postgresql://u:s3cret@a:5432,b:x/db", "not a TCP port"),
+        ("ELOVA_DATABASE_URL", "postgresql://u:s3cret@a:1,b:2/db", "target_session_attrs"),
+        (
+            "ELOVA_DATABASE_URL",
+            "postgresql://u:s3cret@a/db?target_session_attrs=standby",
+            "would send writes to a standby",
+        ),  # fmt: skip
+        ("ELOVA_DATABASE_URL", "postgresql:///db?host=a,b&port=1,99999", "not a TCP port"),
+        (
+            "ELOVA_DATABASE_READ_URL",
+            "postgresql://u:s3cret@a,b/db?target_session_attrs=some",
+            "must be one of",
+        ),  # fmt: skip
+    ],
+)
+def test_a_malformed_multi_host_url_names_the_variable_not_the_password(
+    variable: str, url: str, reason: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"{variable} is malformed: .*{reason}") as raised:
+        Config.from_env(env(**{variable: url}))
+    assert "s3cret" not in str(raised.value)
+
+
+def test_failover_settings_have_defaults_and_refuse_nonsense() -> None:
+    cfg = Config.from_env(env())
+    assert (cfg.database_connect_timeout_seconds, cfg.database_tcp_timeout_seconds) == (5, 10)
+    tuned = env(ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS="2", ELOVA_DATABASE_TCP_TIMEOUT_SECONDS="4")
+    assert Config.from_env(tuned).database_tcp_timeout_seconds == 4
+    for variable in (
+        "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS",
+        "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS",
+    ):
+        with pytest.raises(ConfigError, match=variable):
+            Config.from_env(env(**{variable: "0"}))

@@ -57,8 +57,11 @@ def _where(url: str | None, default_port: int) -> str:
     """host:port of a URL, without its user or password."""
     if not url:
         return "the configured address"
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    if "," in hosts:  # a multi-host URL: every host:port it names
+        return hosts
     try:
-        parts = urlsplit(url)
         port = parts.port or default_port
     except ValueError:
         return "the configured address"

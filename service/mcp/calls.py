@@ -25,6 +25,12 @@ from service.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
 
+ANSWER_RESERVE_SECONDS = 0.5
+
+
+def time_now() -> float:
+    return asyncio.get_running_loop().time()
+
 
 async def call_tool(call: Call) -> Answer:
     params = params_of(call, p.CallToolParams)
@@ -72,7 +78,10 @@ async def _run(call: Call, tool_name: str, handler: Any, ctx: ToolContext, argum
     started = time.perf_counter()
     failed = True
     try:
-        async with asyncio.timeout(deadline):
+        # Within the request's deadline, less what releasing the connection and answering
+        # need: the tool answers DEADLINE_EXCEEDED itself before dispatch's bound strikes.
+        reserve = min(ANSWER_RESERVE_SECONDS, deadline / 10)
+        async with asyncio.timeout_at(min(call.deadline_at - reserve, time_now() + deadline)):
             output = await handler(ctx, arguments)
         failed = False
         return output

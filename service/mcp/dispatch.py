@@ -11,16 +11,24 @@
 
 Every failure becomes an answer at one boundary (service/mcp/answers.py), and no answer
 leaves while the caller is still pending: a revoked or expired approval is 401 whatever
-else is wrong with the request.
+else is wrong with the request. All of it runs within the request's deadline: past it the
+answer is 503 Unavailable, whatever the store is still doing.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from service import headers as h
-from service.errors import InvalidParams, InvalidRequest, MethodNotFound, SessionNotFound
+from service.errors import (
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    SessionNotFound,
+    Unavailable,
+)
 from service.keys import ADMISSION, CATALOG, DB_POOL, METRICS, SESSIONS
 from service.mcp import answers
 from service.mcp import protocol as p
@@ -128,6 +136,23 @@ KNOWN_METHODS = frozenset(MODERN_METHODS) | frozenset(SESSION_METHODS)
 
 
 async def dispatch(call: Call) -> Answer:
+    """The answer, by the request's deadline whatever the store does: past it, what still
+    waits (an approval read, a pool connection, a release that waits for the cancel of a
+    statement on a server that went silent) is abandoned and the answer is 503 Unavailable
+    with Retry-After, as for any other store failure (docs/operations.md, Database
+    failover)."""
+    try:
+        async with asyncio.timeout_at(call.deadline_at):
+            return await _dispatch(call)
+    except TimeoutError:
+        late = Unavailable(PAST_DEADLINE, retry_after_seconds=1)
+        return answers.failure(call.app, call.request_id, call.id, late)
+
+
+PAST_DEADLINE = "The request did not finish within its deadline; retry shortly"
+
+
+async def _dispatch(call: Call) -> Answer:
     try:
         answer = await _answer(call)
     except Exception as err:
@@ -210,11 +235,16 @@ async def open_session(call: Call) -> Session:
 
 
 async def end_session(call: Call) -> Answer:
-    """DELETE: the caller confirmed, then its session ended: afterwards 404 on every replica."""
+    """DELETE: the caller confirmed, then its session ended: afterwards 404 on every replica
+    (within the request's deadline, as every request)."""
     try:
-        await call.authorization.confirm()
-        session = await open_session(call)
-        await call.app[SESSIONS].terminate(call.app[DB_POOL], session)
+        async with asyncio.timeout_at(call.deadline_at):
+            await call.authorization.confirm()
+            session = await open_session(call)
+            await call.app[SESSIONS].terminate(call.app[DB_POOL], session)
+    except TimeoutError:
+        late = Unavailable(PAST_DEADLINE, retry_after_seconds=1)
+        return answers.failure(call.app, call.request_id, None, late)
     except Exception as err:
         return answers.failure(call.app, call.request_id, None, err)
     return Answer(b"", 204)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,6 +35,9 @@ class Call:
     authorization: Authorization  # the caller: pending until dispatch (or its tool) confirms
     session_id: str | None = None  # the Mcp-Session-Id header (2025 revisions)
     header_version: str | None = None  # the MCP-Protocol-Version header
+    # The event loop's time by which the request is answered (ELOVA_REQUEST_DEADLINE_SECONDS
+    # from its verification): dispatch bounds everything by it, a tool's reads stop earlier.
+    deadline_at: float = math.inf
 
     @property
     def id(self) -> p.RequestId | None:

@@ -10,6 +10,7 @@ never SSE; notifications get 202 with no body.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from aiohttp import hdrs, web
@@ -141,6 +142,8 @@ def _call(request: web.Request, rid: str, incoming: Incoming) -> Call | Answer:
         Authorization(caller, request.app[APPROVAL_READS].read),
         session_id=request.headers.get(h.SESSION_ID),
         header_version=request.headers.get(h.PROTOCOL_VERSION),
+        deadline_at=asyncio.get_running_loop().time()
+        + request.app[CONFIG].limits.request_deadline_seconds,
     )
 
 

@@ -12,11 +12,20 @@ server connection that long), and the settings a pooler refuses at startup are a
 SET LOCAL in the same round trip as the BEGIN of every transaction; a statement run outside
 a transaction gets one of its own. The time zone and application name stay startup
 parameters: PgBouncer tracks both and sets them on whichever server connection it hands out.
+
+Failover (docs/operations.md, Database failover): the URLs may name several hosts with
+target_session_attrs, which asyncpg follows on every new connection. Every connection's
+socket gets TCP keepalives and TCP_USER_TIMEOUT (ELOVA_DATABASE_TCP_TIMEOUT_SECONDS), so one
+to a host that vanished without a word is closed by the kernel and the pool replaces it; a
+new one gives up on a host after ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS and tries the next
+(service/store/hosts.py). A primary's connection that
+is refused a write as read-only (a former primary back as a standby) is closed at once.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,6 +34,7 @@ from aiohttp import web
 
 from service.config import Config
 from service.keys import CONFIG, DB_POOL, DB_READ_POOL
+from service.store.hosts import HostByHost
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +60,46 @@ def statement_timeout_ms(cfg: Config) -> int:
     return int(cfg.limits.request_deadline_seconds * 1000) + 1000
 
 
-class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+class StoreConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A pool's connection: its socket tuned to notice a dead peer, and (on the primary's
+    pool) closed when a write finds the server read-only. Set per pool on a subclass."""
+
+    tcp_timeout_seconds = 10.0
+    writes = False  # the primary's pool: a read-only refusal means the server is not primary
+
+    def __init__(self, protocol: Any, transport: Any, *args: Any) -> None:
+        super().__init__(protocol, transport, *args)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            tune_socket(sock, self.tcp_timeout_seconds)
+        if self.writes:
+            self.add_query_logger(self._after_query)
+
+    def _after_query(self, query: Any) -> None:
+        if isinstance(query.exception, asyncpg.ReadOnlySQLTransactionError):
+            # The primary's URL found a read-write server when this connection opened; it is
+            # read-only now (demoted, or a failover's former primary): new connections find
+            # the writable host (target_session_attrs=read-write).
+            log.warning("a primary connection is read-only now: closed, the next one reconnects")
+            self.terminate()
+
+
+def tune_socket(sock: socket.socket, seconds: float) -> None:
+    """Keepalive probes after `seconds / 2` idle, then every `seconds / 6`; TCP_USER_TIMEOUT
+    `seconds` (Linux): data or probes unacknowledged that long close the connection."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    idle, interval = max(1, int(seconds / 2)), max(1, int(seconds / 6))
+    for option, value in (
+        ("TCP_KEEPIDLE", idle),
+        ("TCP_KEEPINTVL", interval),
+        ("TCP_KEEPCNT", 3),
+        ("TCP_USER_TIMEOUT", int(seconds * 1000)),
+    ):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
+class PooledConnection(StoreConnection):
     """A connection through a transaction-mode pooler. With `settings_sql`, every statement
     runs in a transaction that starts with the service's settings (SET LOCAL, in the BEGIN's
     round trip); without (the settings are the role's or database's own), statements run
@@ -101,13 +150,13 @@ class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
         return await super().prepare(query, **kwargs)
 
 
-def _pooled_class(settings_sql: str) -> type[PooledConnection]:
-    return type("PooledConnection", (PooledConnection,), {"settings_sql": settings_sql})
-
-
-def connect_options(cfg: Config, application_name: str = "elova-mcp") -> dict[str, Any]:
-    """The asyncpg connection options of the service's pools for `cfg`'s pooler setting."""
+def connect_options(
+    cfg: Config, application_name: str = "elova-mcp", *, writes: bool = False
+) -> dict[str, Any]:
+    """The asyncpg connection options of the service's pools for `cfg`'s pooler setting;
+    `writes`: the primary's pool."""
     settings = {"application_name": application_name, "TimeZone": "UTC"}
+    tuned = {"tcp_timeout_seconds": cfg.database_tcp_timeout_seconds, "writes": writes}
     if cfg.database_pooler != TRANSACTION:
         return {
             "server_settings": {
@@ -115,16 +164,18 @@ def connect_options(cfg: Config, application_name: str = "elova-mcp") -> dict[st
                 "statement_timeout": str(statement_timeout_ms(cfg)),
                 # Short indexed reads: JIT compilation only adds tens of milliseconds to them.
                 "jit": "off",
-            }
+            },
+            "connection_class": type("StoreConnection", (StoreConnection,), tuned),
         }
     timeout = statement_timeout_ms(cfg)
     per_transaction = f"SET LOCAL statement_timeout = {timeout}; SET LOCAL jit = off"
     if cfg.database_pooler_settings == SERVER:
         per_transaction = ""  # the role's or database's own: checked at start
+    pooled = {**tuned, "settings_sql": per_transaction}
     return {
         "server_settings": settings,
         "statement_cache_size": 0,
-        "connection_class": _pooled_class(per_transaction),
+        "connection_class": type("PooledConnection", (PooledConnection,), pooled),
     }
 
 
@@ -135,23 +186,54 @@ async def create_pool(
     dsn: str | None = None,
     application_name: str = "elova-mcp",
 ) -> asyncpg.Pool:
-    pool = await asyncpg.create_pool(
-        dsn=cfg.database_url if dsn is None else dsn,
+    writes = dsn is None  # the primary's
+    url = cfg.database_url if dsn is None else dsn
+    several = HostByHost(url, cfg.database_connect_timeout_seconds)
+    pool = StorePool(
+        url,
+        connect=several if several.hosts > 1 else None,
         min_size=cfg.db_pool_min if min_size is None else min_size,
         max_size=cfg.db_pool_max,
+        max_queries=50_000,
+        max_inactive_connection_lifetime=300.0,
+        loop=None,
+        record_class=asyncpg.Record,
         command_timeout=cfg.limits.request_deadline_seconds + 5,
+        timeout=cfg.database_connect_timeout_seconds,
         reset=reset_when_needed,
-        **connect_options(cfg, application_name),
+        **connect_options(cfg, application_name, writes=writes),
     )
-    assert pool is not None
+    await pool
     return pool
+
+
+class StorePool(asyncpg.Pool):  # type: ignore[misc]
+    """asyncpg's pool, whose release of a connection takes RELEASE_SECONDS at most.
+
+    A statement cancelled by the request deadline is cancelled on the server through a
+    connection of its own, and asyncpg's release waits for that (up to the command timeout,
+    the deadline + 5 s) before the connection is free again. On a server that went silent
+    the cancel is never answered: every connection of the pool would stay taken that long,
+    and the pool could not reach a promoted standby meanwhile. Past RELEASE_SECONDS the
+    connection is closed instead, and its place is free for a new one."""
+
+    async def release(
+        self, connection: asyncpg.Connection, *, timeout: float | None = None
+    ) -> None:
+        await super().release(connection, timeout=RELEASE_SECONDS if timeout is None else timeout)
+
+
+RELEASE_SECONDS = 2.0
 
 
 async def connect(dsn: str, *, timeout: float = 60) -> asyncpg.Connection:
     """One connection for an operator command (migrate, load, approve, account, demo-data,
     run-demo): safe through a transaction-mode pooler whatever ELOVA_DATABASE_POOLER says —
     no statement cache (no named statements) and no session settings; the commands keep
-    their work in transactions."""
+    their work in transactions. A multi-host URL gets `timeout` per host, as the pools do."""
+    several = HostByHost(dsn, timeout)
+    if several.hosts > 1:
+        return await several(dsn, statement_cache_size=0)
     return await asyncpg.connect(dsn, timeout=timeout, statement_cache_size=0)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from service.config import Config
 from service.errors import ConfigError
-from service.store.db import PooledConnection, connect_options
+from service.store.db import PooledConnection, StoreConnection, connect_options
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@db/elova"}
 
@@ -21,7 +21,13 @@ def test_defaults_are_a_direct_primary() -> None:
     assert (cfg.database_pooler, cfg.database_pooler_settings) == ("none", "per_transaction")
     assert cfg.database_read_url is None
     options = connect_options(cfg)
-    assert set(options) == {"server_settings"}  # statements cached, settings at startup
+    # statements cached, settings at startup; the socket tuned to notice a dead peer
+    assert set(options) == {"server_settings", "connection_class"}
+    connection = options["connection_class"]
+    assert issubclass(connection, StoreConnection)
+    assert not issubclass(connection, PooledConnection)
+    assert (connection.tcp_timeout_seconds, connection.writes) == (10.0, False)
+    assert connect_options(cfg, writes=True)["connection_class"].writes
     assert options["server_settings"]["statement_timeout"] == "31000"
     assert options["server_settings"]["jit"] == "off"
 

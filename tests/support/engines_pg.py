@@ -180,6 +180,16 @@ class PrivateCluster:
         )  # fmt: skip
         self.started.append(data)
 
+    def kill_primary(self) -> None:
+        """The primary stops at once, as a crash does (`pg_ctl -m immediate stop`)."""
+        primary = self.folder / "primary"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(primary), "-m", "immediate", "stop")
+        self.started.remove(primary)
+
+    def promote_standby(self) -> None:
+        """`pg_ctl promote`, waiting until the standby accepts writes."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.folder / "standby"), "-w", "promote")
+
     def stop(self) -> None:
         for data in reversed(self.started):
             with contextlib.suppress(subprocess.SubprocessError):
