@@ -60,6 +60,18 @@ def client_address(request: web.BaseRequest) -> str:
     return known
 
 
+def via_trusted_proxy(request: web.BaseRequest) -> bool:
+    """Whether the request's peer is a trusted proxy: its connection carries the requests
+    of many clients, so per-connection decisions must be per client instead."""
+    if not isinstance(request, web.Request):
+        return False
+    proxies = request.app[CONFIG].trusted_proxies
+    if not proxies.networks:
+        return False
+    peer = request.remote or UNKNOWN
+    return trusts(proxies, canonical(peer) or peer)
+
+
 def client_of(peer: str, hops: Sequence[str | None], proxies: TrustedProxies) -> str:
     """The client behind `peer`, given the header's entries left to right (None: not an
     address)."""
