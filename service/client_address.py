@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -34,6 +35,7 @@ UNKNOWN = "unknown"
 # is a client's invention.
 MAX_HOPS = 16
 _MEMO_ENTRIES = 4096
+T = TypeVar("T")
 
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _QUOTED = r'"(?:[\t !#-\[\]-~]|\\[\t !-~])*"'
@@ -55,8 +57,7 @@ def client_address(request: web.BaseRequest) -> str:
     known = request.get(CLIENT_ADDRESS)
     if known is None:
         lines = request.headers.getall(proxies.header, ())
-        hops = forwarded_hops(lines) if proxies.header == "forwarded" else forwarded_for_hops(lines)
-        known = request[CLIENT_ADDRESS] = client_of(peer, hops, proxies)
+        known = request[CLIENT_ADDRESS] = client_of(peer, lines, proxies)
     return known
 
 
@@ -66,43 +67,60 @@ def via_trusted_proxy(request: web.BaseRequest) -> bool:
     if not isinstance(request, web.Request):
         return False
     proxies = request.app[CONFIG].trusted_proxies
-    if not proxies.networks:
-        return False
-    peer = request.remote or UNKNOWN
-    return trusts(proxies, canonical(peer) or peer)
+    return bool(proxies.networks) and _peer(proxies, request.remote or UNKNOWN)[1]
 
 
-def client_of(peer: str, hops: Sequence[str | None], proxies: TrustedProxies) -> str:
-    """The client behind `peer`, given the header's entries left to right (None: not an
-    address)."""
-    peer = canonical(peer) or peer
-    if not trusts(proxies, peer):
-        return peer
-    nearest = peer
-    for seen, hop in enumerate(reversed(hops)):
-        if hop is None or seen == MAX_HOPS:
-            return nearest
-        if not trusts(proxies, hop):
-            return hop
-        nearest = hop
-    return nearest
+def client_of(peer: str, lines: Sequence[str], proxies: TrustedProxies) -> str:
+    """The client behind `peer`, given the lines of the header `proxies.header`."""
+    address, trusted = _peer(proxies, peer)
+    if not trusted:
+        return address
+    entries = [entry for line in lines for entry in line.split(",")]
+    for seen, entry in enumerate(reversed(entries)):
+        if seen == MAX_HOPS:
+            break
+        hop, trusted = _entry(proxies, entry)
+        if hop is None:
+            break
+        address = hop
+        if not trusted:
+            break
+    return address
 
 
-def trusts(proxies: TrustedProxies, address: str) -> bool:
-    """Whether `address` (canonical text) is in the trusted proxies' networks."""
-    memo = proxies.memo
-    known = memo.get(address)
+def _peer(proxies: TrustedProxies, peer: str) -> tuple[str, bool]:
+    known = proxies.peers.get(peer)
     if known is None:
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            known = False
-        else:
-            known = any(ip in net for net in proxies.networks if net.version == ip.version)
-        if len(memo) >= _MEMO_ENTRIES:
-            memo.clear()
-        memo[address] = known
+        address = canonical(peer) or peer
+        known = _remember(proxies.peers, peer, (address, _trusts(proxies, address)))
     return known
+
+
+def _entry(proxies: TrustedProxies, entry: str) -> tuple[str | None, bool]:
+    known = proxies.entries.get(entry)
+    if known is None:
+        if proxies.header == "forwarded":
+            address = _element_for(entry)
+        else:
+            address = _node(entry.strip(), bare_ipv6=True)
+        trusted = address is not None and _trusts(proxies, address)
+        known = _remember(proxies.entries, entry, (address, trusted))
+    return known
+
+
+def _remember(memo: dict[str, T], key: str, value: T) -> T:
+    if len(memo) >= _MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
+def _trusts(proxies: TrustedProxies, address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in proxies.networks if net.version == ip.version)
 
 
 def canonical(text: str) -> str | None:
@@ -117,18 +135,6 @@ def canonical(text: str) -> str | None:
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)
     return str(ip)
-
-
-def forwarded_for_hops(lines: Sequence[str]) -> list[str | None]:
-    """The entries of X-Forwarded-For lines: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1`,
-    `[2001:db8::1]`, `[2001:db8::1]:4711`; None for anything else."""
-    return [_node(entry.strip(), bare_ipv6=True) for line in lines for entry in line.split(",")]
-
-
-def forwarded_hops(lines: Sequence[str]) -> list[str | None]:
-    """The `for=` node of each element of RFC 7239 Forwarded lines; None for an element
-    that is not well formed, has no `for=` (or two), or whose node is not an address."""
-    return [_element_for(element) for line in lines for element in line.split(",")]
 
 
 def _element_for(element: str) -> str | None:

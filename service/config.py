@@ -83,8 +83,12 @@ class TrustedProxies:
 
     networks: tuple[ProxyNetwork, ...] = ()
     header: str = "x-forwarded-for"
-    # Whether an address (as text) is in `networks`, remembered: it is asked on every request.
-    memo: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
+    # What service/client_address.py worked out, remembered (it is asked on every request):
+    # a peer's canonical address and whether it is trusted; a header entry's, likewise.
+    peers: dict[str, tuple[str, bool]] = field(default_factory=dict, compare=False, repr=False)
+    entries: dict[str, tuple[str | None, bool]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,7 @@ import ipaddress
 
 import pytest
 
-from service.client_address import (
-    MAX_HOPS,
-    client_of,
-    forwarded_for_hops,
-    forwarded_hops,
-)
+from service.client_address import MAX_HOPS, client_of
 from service.config import Config, TrustedProxies
 from service.errors import ConfigError
 from tests.support.keys import ed25519_pem
@@ -65,11 +60,10 @@ def test_a_bad_setting_names_the_variable(variable: str, value: str) -> None:
         Config.from_env(_env(**{variable: value}))
 
 
-PROXIES = TrustedProxies(
-    tuple(ipaddress.ip_network(n) for n in ("127.0.0.0/8", "10.0.0.0/8", "fd00::/8"))
-)
+NETWORKS = tuple(ipaddress.ip_network(n) for n in ("127.0.0.0/8", "10.0.0.0/8", "fd00::/8"))
 XFF = "x-forwarded-for"
 FWD = "forwarded"
+PROXIES = {XFF: TrustedProxies(NETWORKS, XFF), FWD: TrustedProxies(NETWORKS, FWD)}
 
 CASES = [
     # (peer, header, lines, client, why)
@@ -120,13 +114,24 @@ CASES = [
 def test_the_client_is_the_first_untrusted_hop_from_the_right(
     peer: str, header: str, lines: list[str], client: str
 ) -> None:
-    hops = forwarded_hops(lines) if header == FWD else forwarded_for_hops(lines)
-    assert client_of(peer, hops, PROXIES) == client
+    assert client_of(peer, lines, PROXIES[header]) == client
+    # Asked again (the answers are remembered), and by a fresh memory: the same.
+    assert client_of(peer, lines, PROXIES[header]) == client
+    assert client_of(peer, lines, TrustedProxies(NETWORKS, header)) == client
 
 
 def test_only_the_nearest_hops_are_read() -> None:
     chain = [f"10.0.{i // 256}.{i % 256}" for i in range(1, 100)]
     lines = [", ".join(["203.0.113.5", *chain])]
-    assert client_of("10.0.0.1", forwarded_for_hops(lines), PROXIES) == chain[-MAX_HOPS]
+    assert client_of("10.0.0.1", lines, PROXIES[XFF]) == chain[-MAX_HOPS]
     short = [", ".join(["203.0.113.5", *chain[: MAX_HOPS - 1]])]
-    assert client_of("10.0.0.1", forwarded_for_hops(short), PROXIES) == "203.0.113.5"
+    assert client_of("10.0.0.1", short, PROXIES[XFF]) == "203.0.113.5"
+
+
+def test_the_memory_is_bounded() -> None:
+    proxies = TrustedProxies(NETWORKS)
+    for i in range(10_000):
+        assert client_of("10.0.0.1", [f"203.0.{i // 256 % 256}.{i % 256}"], proxies).startswith(
+            "203.0."
+        )
+    assert len(proxies.entries) <= 4096 and len(proxies.peers) == 1
