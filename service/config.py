@@ -7,6 +7,7 @@ or malformed value raises ``ConfigError`` naming the variable, and the start sto
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -93,6 +94,88 @@ def _registration(env: Mapping[str, str]) -> Registration:
         ),
         sweep_seconds=_parse(env, "ELOVA_OAUTH_CLIENT_SWEEP_SECONDS", _positive_float, 600.0),
     )
+
+
+# Client addresses and the sign-in throttle (docs/decisions/oauth.md) --------------------
+
+ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+FORWARDING_HEADERS = ("x-forwarded-for", "forwarded")
+
+
+@dataclass(frozen=True)
+class TrustedProxies:
+    """Which peers may say who the client is (service/client_address.py): the networks of
+    ELOVA_TRUSTED_PROXIES (none: the connection's peer is the client) and the one header
+    they write, ELOVA_TRUSTED_PROXY_HEADER (the other is never read)."""
+
+    networks: tuple[ProxyNetwork, ...] = ()
+    header: str = "x-forwarded-for"
+    # What service/client_address.py worked out, remembered (it is asked on every request):
+    # a peer's canonical address and whether it is trusted; a header entry's, likewise.
+    peers: dict[str, tuple[str, bool]] = field(default_factory=dict, compare=False, repr=False)
+    entries: dict[str, tuple[str | None, bool]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+
+@dataclass(frozen=True)
+class SigninThrottle:
+    """Failed sign-ins (service/auth/oauth/throttle.py). An (account, address) pair may fail
+    `free_failures` times; each further failure makes its next attempt wait, from
+    `first_delay_seconds` doubling up to `longest_delay_seconds`. An account is held for
+    everyone but its known addresses once failures within `window_seconds` come from
+    `account_addresses` distinct addresses; an address, for every account, after
+    `address_failures` failures within the window."""
+
+    free_failures: int = 3
+    first_delay_seconds: float = 2.0
+    longest_delay_seconds: float = 900.0
+    window_seconds: float = 900.0
+    account_addresses: int = 10
+    address_failures: int = 30
+
+
+def _trusted_proxies(env: Mapping[str, str]) -> TrustedProxies:
+    no_networks: tuple[ProxyNetwork, ...] = ()
+    networks = _parse(env, "ELOVA_TRUSTED_PROXIES", _networks, no_networks)
+    header = _parse(env, "ELOVA_TRUSTED_PROXY_HEADER", _forwarding_header, "x-forwarded-for")
+    return TrustedProxies(networks, header)
+
+
+def _networks(raw: str) -> tuple[ProxyNetwork, ...]:
+    out = []
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        try:
+            out.append(ipaddress.ip_network(item, strict=True))
+        except ValueError as err:
+            raise ValueError(
+                f"expected CIDRs such as 10.0.0.0/8,fd00::/8 (no host bits set), got {item!r}"
+            ) from err
+    return tuple(out)
+
+
+def _forwarding_header(raw: str) -> str:
+    if raw.lower() not in FORWARDING_HEADERS:
+        raise ValueError("expected x-forwarded-for or forwarded")
+    return raw.lower()
+
+
+def _signin_throttle(env: Mapping[str, str]) -> SigninThrottle:
+    settings = SigninThrottle(
+        free_failures=_parse(env, "ELOVA_SIGNIN_FREE_FAILURES", _positive_int, 3),
+        first_delay_seconds=_parse(env, "ELOVA_SIGNIN_FIRST_DELAY_SECONDS", _positive_float, 2.0),
+        longest_delay_seconds=_parse(
+            env, "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS", _positive_float, 900.0
+        ),
+        window_seconds=_parse(env, "ELOVA_SIGNIN_WINDOW_SECONDS", _positive_float, 900.0),
+        account_addresses=_parse(env, "ELOVA_SIGNIN_ACCOUNT_ADDRESSES", _positive_int, 10),
+        address_failures=_parse(env, "ELOVA_SIGNIN_ADDRESS_FAILURES", _positive_int, 30),
+    )
+    if settings.longest_delay_seconds < settings.first_delay_seconds:
+        raise ConfigError(
+            "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS is shorter than ELOVA_SIGNIN_FIRST_DELAY_SECONDS"
+        )
+    return settings
 
 
 # Redis engines (issue 12) ---------------------------------------------------------------
@@ -216,6 +299,8 @@ class Config:
     shedding: Shedding = field(default_factory=Shedding)
     connections: Connections = field(default_factory=Connections)
     registration: Registration = field(default_factory=Registration)
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
+    signin_throttle: SigninThrottle = field(default_factory=SigninThrottle)
 
     @property
     def mcp_resource(self) -> str:
@@ -313,6 +398,8 @@ class Config:
                 ),
             ),
             registration=_registration(env),
+            trusted_proxies=_trusted_proxies(env),
+            signin_throttle=_signin_throttle(env),
         )
 
 

@@ -21,11 +21,13 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
   a 503 waits from the first one of a run. The same runs are kept per key
   (`RefusalRuns`) when the app names what an answer is about (`PACING_KEY`: an approval,
   a refused token), so a client that opens a new connection for each refused request is
-  paced as well. Pacing protects other callers, so it waits only while another
-  connection was served within the last second. A client looping on a refused request
-  then sends a few a second, not thousands; the pause holds no slot, pool connection or
-  in-flight count, and a paused connection counts as idle at the cap, so it is the first
-  closed to make room.
+  paced as well. Behind a trusted proxy (ELOVA_TRUSTED_PROXIES) a connection carries
+  many clients' requests, so there the connection's run is the client's instead, kept by
+  its address (`service.client_address`). Pacing protects other callers, so it waits
+  only while another connection was served within the last second. A client looping on a
+  refused request then sends a few a second, not thousands; the pause holds no slot, pool
+  connection or in-flight count, and a paused connection counts as idle at the cap, so it
+  is the first closed to make room.
 
 `listener_site` makes the site `serve` listens on; `setup_reading` registers the middleware.
 """
@@ -40,6 +42,7 @@ from typing import Any, cast
 from aiohttp import StreamReader, hdrs, web
 from yarl import URL
 
+from service.client_address import client_address, via_trusted_proxy
 from service.config import Config, Connections
 from service.keys import CONFIG, METRICS, PACING_KEY
 from service.metrics import Metrics
@@ -270,7 +273,13 @@ class Connection(web.RequestHandler):
     ) -> tuple[web.StreamResponse, bool]:
         loop = asyncio.get_running_loop()
         status, now = resp.status, loop.time()
-        pause = self._pacing.pause(status, now)
+        # Behind a trusted proxy one connection carries many clients' requests: the run of
+        # refusals is the client's (by its address), not the connection's.
+        client = ("client", client_address(request)) if via_trusted_proxy(request) else None
+        if client is None:
+            pause = self._pacing.pause(status, now)
+        else:
+            pause = self._gate.runs.pause(client, status, now)
         key = request.get(PACING_KEY)
         if key is not None:
             pause = max(pause, self._gate.runs.pause(key, status, now))
@@ -282,7 +291,10 @@ class Connection(web.RequestHandler):
             return await super().finish_response(request, resp, start_time)
         finally:
             now = loop.time()
-            self._pacing.answered(status, now)
+            if client is None:
+                self._pacing.answered(status, now)
+            else:
+                self._gate.runs.answered(client, status, now)
             if status < 400:
                 self._gate.served(self, now)
             if key is not None:

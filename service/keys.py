@@ -64,3 +64,6 @@ REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id")
 # Per request: what its answer is about for refusal pacing (service/connections.py), an
 # opaque value: the approval a verified token names, or the hash of a refused token.
 PACING_KEY: web.RequestKey[object] = web.RequestKey("pacing_key")
+# Per request: the client's address read behind a trusted proxy (service/client_address.py),
+# worked out once.
+CLIENT_ADDRESS: web.RequestKey[str] = web.RequestKey("client_address")

@@ -15,6 +15,9 @@ Refusals (401, 403, 429) are what a flood is made of, so their access lines are 
 most `REFUSAL_LINES_PER_SECOND` a second at INFO per app (one app a process); the rest go
 to DEBUG, and one INFO line a second says how many ("N similar refusals suppressed"). The
 HTTP metrics still count every request.
+
+The access line's `client` is the client's address (`service.client_address`: behind a
+trusted proxy, read from its forwarding header).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from service import headers as h
+from service.client_address import client_address
 from service.keys import CALLER, METRICS, REQUEST_ID
 from service.request_ids import new_request_id
 
@@ -261,6 +265,7 @@ def _log_access(
         "status": status,
         "duration_ms": round(seconds * 1000, 2),
         "response_bytes": size,
+        "client": client_address(request),
         "user_agent": request.headers.get("User-Agent", "")[:200] or None,
     }
     caller = request.get(CALLER)

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from service.app import create_app
-from service.auth.oauth import throttle
 from service.config import Config
 from tests.oauth.conftest import ClientFactory, OAuth
 from tests.oauth.flow import Account, authorize_params, hidden, pkce, seed_account
@@ -20,6 +19,7 @@ async def clean_throttle(oauth: OAuth) -> AsyncIterator[None]:
     # Every test client signs in from 127.0.0.1: leave no address failures to later tests.
     yield
     await oauth.pool.execute("DELETE FROM signin_throttle")
+    await oauth.pool.execute("DELETE FROM signin_pairs")
 
 
 async def test_session_cookie_attributes(oauth: OAuth, account: Account) -> None:
@@ -159,19 +159,20 @@ async def test_next_never_leaves_this_server(
     assert resp.headers["Location"] == "/approvals"
 
 
-async def test_failed_signins_are_throttled_per_account(
+async def test_failed_signins_slow_down_the_account_and_address_pair(
     oauth: OAuth, account: Account, clean_throttle: None
 ) -> None:
     wrong = Account(account.id, account.email.upper(), "nope", [])
-    for _ in range(throttle.ACCOUNT_LIMIT):
+    settings = oauth.cfg.signin_throttle
+    for _ in range(settings.free_failures + 1):
         assert (await oauth.signin(wrong)).status == 401
-    resp = await oauth.signin(account)  # the right password, too late
+    resp = await oauth.signin(account)  # the right password, too soon
     assert resp.status == 429
-    assert 0 < int(resp.headers["Retry-After"]) <= 900
-    assert "Too many failed sign-ins" in await resp.text()
-    # The window passes (as another replica would see it: the state is in PostgreSQL).
+    assert 0 < int(resp.headers["Retry-After"]) <= settings.first_delay_seconds
+    assert "Too many failed sign-ins. Try again in" in await resp.text()
+    # The wait passes (as another replica would see it: the state is in PostgreSQL).
     await oauth.pool.execute(
-        "UPDATE signin_throttle SET window_start = now() - interval '16 minutes'"
+        "UPDATE signin_pairs SET last_failure_at = now() - interval '16 minutes'"
     )
     assert (await oauth.signin(account)).status == 303
 
@@ -179,7 +180,7 @@ async def test_failed_signins_are_throttled_per_account(
 async def test_failed_signins_are_throttled_per_address(
     oauth: OAuth, account: Account, clean_throttle: None
 ) -> None:
-    for i in range(throttle.ADDRESS_LIMIT):
+    for i in range(oauth.cfg.signin_throttle.address_failures):
         stranger = Account("", f"guess{i}-{uuid.uuid4().hex[:6]}@example.test", "nope", [])
         assert (await oauth.signin(stranger)).status == 401
     resp = await oauth.signin(account)

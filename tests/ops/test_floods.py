@@ -462,3 +462,42 @@ async def test_a_client_retrying_a_shed_request_at_once_is_paced_from_the_first(
         metrics = await proc.scrape()
     assert value(metrics, "elova_mcp_shed_requests_total", reason="inflight") == 4
     assert value(metrics, "elova_mcp_paced_refusals_total") == 4
+
+
+async def _refused_from(stream: Stream, client: str, credential: bytes) -> float:
+    """One refused tool call on `stream`, as HAProxy forwards it for `client`."""
+    reader, writer = stream
+    started = time.monotonic()
+    writer.write(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json\r\nAuthorization: " + credential + b"\r\n"
+        b"X-Forwarded-For: " + client.encode() + b"\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(INITIALIZE) + INITIALIZE
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 401 Unauthorized\r\n"), head
+    await reader.readexactly(_length(head))
+    return time.monotonic() - started
+
+
+@pytest.mark.timeout(60)
+async def test_behind_a_trusted_proxy_refusals_are_paced_by_client_not_by_connection(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    async with (
+        serve(TRUSTED_PROXIES="127.0.0.0/8", PACE_REFUSALS_AFTER="3", LONGEST_REFUSAL_PAUSE_MS="80")
+        as proc,
+        someone_served(proc.port),
+    ):  # fmt: skip
+        shared = await connect(proc.port)  # the proxy's connection, carrying every client
+        # Another client's refusals on the proxy's connection are not the first client's run.
+        for i in range(3):
+            assert await _refused_from(shared, "203.0.113.1", b"Bearer a%d" % i) < 0.05
+        for i in range(2):
+            assert await _refused_from(shared, "203.0.113.2", b"Bearer b%d" % i) < 0.05
+        # The first client's run goes on, on the shared connection and on a new one.
+        assert await _refused_from(shared, "203.0.113.1", b"Bearer a3") >= 0.009
+        fresh = await connect(proc.port)
+        assert await _refused_from(fresh, "203.0.113.1", b"Bearer a4") >= 0.018
+        metrics = await proc.scrape()
+    assert value(metrics, "elova_mcp_paced_refusals_total") == 2  # the first client's, only

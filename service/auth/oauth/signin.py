@@ -5,7 +5,9 @@ in a cookie and in the form, which a cross-site page can neither read nor set). 
 sign-in the browser goes back to `next`, which may only be an authorization request or the
 approvals page of this server, never another origin. Passwords are checked with scrypt in a
 worker thread; an unknown email costs the same work as a wrong password, so timing does not
-tell which accounts exist. Failures are throttled per account and per address (`throttle`).
+tell which accounts exist. Failed sign-ins are throttled per (account, address) pair, per
+account only when they come from many addresses, and per address (`throttle`); the address
+is the client's, read behind a trusted proxy (`client_address`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from service.auth.oauth.pages import (
 )
 from service.client_address import client_address
 from service.keys import CONFIG, DB_POOL, METRICS
+from service.logs import annotate
 from service.passwords import hash_password, verify_password
 
 _CSRF_COOKIE = "elova_signin"
@@ -60,6 +63,14 @@ def safe_next(raw: object) -> str:
             if parts.path == APPROVALS_PATH:
                 return APPROVALS_PATH
     return APPROVALS_PATH
+
+
+def try_again_in(seconds: int) -> str:
+    """A wait as the page says it: "40 seconds", "1 minute", "15 minutes" (rounded up)."""
+    if seconds < 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = (seconds + 59) // 60
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
 def signin_location(next_path: str) -> str:
@@ -121,16 +132,15 @@ async def signin(request: web.Request) -> web.Response:
         )  # fmt: skip
     email = email.strip()[:MAX_EMAIL_LENGTH]
     address = client_address(request)
-    wait = await throttle.seconds_to_wait(pool, email, address)
-    if wait:
+    held = await throttle.hold(pool, cfg.signin_throttle, email, address)
+    if held.seconds:
         request.app[METRICS].auth_failed("other")
-        minutes = max(1, (wait + 59) // 60)
+        annotate(request, signin_hold=held.reason)
         response = await _form(
             request, next_path, email=email, status=429,
-            error=f"Too many failed sign-ins. Try again in {minutes} minute"
-            f"{'s' if minutes != 1 else ''}.",
+            error=f"Too many failed sign-ins. Try again in {try_again_in(held.seconds)}.",
         )  # fmt: skip
-        response.headers[hdrs.RETRY_AFTER] = str(wait)
+        response.headers[hdrs.RETRY_AFTER] = str(held.seconds)
         return response
     row = await pool.fetchrow(
         "SELECT id, password_hash FROM accounts WHERE lower(email) = lower($1)", email
@@ -140,13 +150,13 @@ async def signin(request: web.Request) -> web.Response:
         verify_password, password[:MAX_PASSWORD_LENGTH], stored or _decoy_hash()
     )
     if row is None or stored is None or not ok:
-        await throttle.record_failure(pool, email, address)
+        await throttle.record_failure(pool, cfg.signin_throttle, email, address)
         request.app[METRICS].auth_failed("other")
         return await _form(
             request, next_path, email=email, status=401,
             error="The email address or password is not correct.",
         )  # fmt: skip
-    await throttle.clear_account(pool, email)
+    await throttle.record_success(pool, email, address)
     response = see_other(next_path)
     await signin_sessions.start_session(request, response, row["id"])
     return response

@@ -1,24 +1,40 @@
-"""Failed sign-in throttle, per account and per client address, shared by every replica.
+"""Failed sign-in throttle, shared by every replica (kept in PostgreSQL).
 
-Each key counts failures in a fixed 15-minute window that starts at its first failure. An
-account key refuses sign-in after 5 failures (a success clears it); an address key after 30
-(offices share addresses, so it is looser and a success does not clear it). Keys are
-SHA-256 digests, so the table holds no email addresses. While a key is over its limit the
-password is not even checked, so a throttled guess costs the attacker a round trip and us no
-scrypt work.
+Three holds, each a wait before the next attempt is even considered (docs/decisions/oauth.md):
+
+- the (account, address) pair: it may fail `free_failures` times; each further failure makes
+  its next attempt wait, from `first_delay_seconds` doubling up to `longest_delay_seconds`.
+  A success clears it; failures are forgotten a day after the last one. A stranger's
+  failures slow the stranger's pair, never the owner's.
+- the account as a whole, only when its failures within `window_seconds` come from
+  `account_addresses` distinct addresses (a distributed guess), and then not from an
+  address the account signed in from within `KNOWN_ADDRESS_DAYS`.
+- the address across accounts: `address_failures` failures within the window (an address
+  spraying guesses over many accounts), held until the window that began at its first
+  failure ends.
+
+Unknown accounts are throttled exactly like known ones (keys are digests of what was
+typed), so a hold says nothing about whether an account exists. Keys are SHA-256 digests:
+the tables hold no email address or IP. While held, the password is not checked, so a
+throttled guess costs the attacker a round trip and us no scrypt work.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from datetime import timedelta
 
 import asyncpg
 
-WINDOW = timedelta(minutes=15)
-ACCOUNT_LIMIT = 5
-ADDRESS_LIMIT = 30
+from service.config import SigninThrottle
+
+KNOWN_ADDRESS_DAYS = 30
+# A pair's failures are forgotten this long after its last one.
+PAIR_MEMORY = timedelta(days=1)
+_KNOWN_FOR = timedelta(days=KNOWN_ADDRESS_DAYS)
+_FORGET_BATCH = 20
 
 
 def account_key(email: str) -> bytes:
@@ -29,35 +45,114 @@ def address_key(address: str) -> bytes:
     return hashlib.sha256(b"address:" + address.encode("utf-8")).digest()
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Whole seconds until a sign-in may be tried, and which hold says so."""
+
+    seconds: int
+    reason: str  # "pair", "account" or "address"
+
+
 _WAIT = """
-    SELECT max(extract(epoch FROM window_start + $3::interval - now()))
-      FROM signin_throttle
-     WHERE window_start > now() - $3::interval
-       AND ((throttle_key = $1 AND failures >= $4) OR (throttle_key = $2 AND failures >= $5))
+    SELECT
+      (SELECT extract(epoch FROM last_failure_at - now())
+              + least($6::float8 * power(2, least(failures - $5 - 1, 40)), $7::float8)
+         FROM signin_pairs
+        WHERE account_key = $1 AND address_key = $2 AND failures > $5
+          AND last_failure_at > now() - $9::interval) AS pair,
+      (SELECT extract(epoch FROM last_failure_at + $3::interval - now())
+         FROM signin_pairs
+        WHERE account_key = $1 AND failures > 0 AND last_failure_at > now() - $3::interval
+          AND NOT EXISTS (
+              SELECT 1 FROM signin_pairs
+               WHERE account_key = $1 AND address_key = $2
+                 AND last_success_at > now() - $10::interval)
+        ORDER BY last_failure_at DESC OFFSET $8 - 1 LIMIT 1) AS account,
+      (SELECT extract(epoch FROM window_start + $3::interval - now())
+         FROM signin_throttle
+        WHERE throttle_key = $2 AND window_start > now() - $3::interval
+          AND failures >= $4) AS address
 """
 
 _FAIL = """
-    INSERT INTO signin_throttle AS t (throttle_key, failures, window_start)
-    SELECT k, 1, now() FROM unnest($1::bytea[]) AS k
-    ON CONFLICT (throttle_key) DO UPDATE SET
-        failures = CASE WHEN t.window_start <= now() - $2::interval THEN 1
-                        ELSE t.failures + 1 END,
-        window_start = CASE WHEN t.window_start <= now() - $2::interval THEN now()
-                            ELSE t.window_start END
+    WITH pair AS (
+        INSERT INTO signin_pairs AS p (account_key, address_key, failures, last_failure_at)
+        VALUES ($1, $2, 1, now())
+        ON CONFLICT (account_key, address_key) DO UPDATE SET
+            failures = CASE WHEN p.last_failure_at IS NULL
+                              OR p.last_failure_at <= now() - $4::interval THEN 1
+                            ELSE p.failures + 1 END,
+            last_failure_at = now()
+    ), address AS (
+        INSERT INTO signin_throttle AS t (throttle_key, failures, window_start)
+        VALUES ($2, 1, now())
+        ON CONFLICT (throttle_key) DO UPDATE SET
+            failures = CASE WHEN t.window_start <= now() - $3::interval THEN 1
+                            ELSE t.failures + 1 END,
+            window_start = CASE WHEN t.window_start <= now() - $3::interval THEN now()
+                                ELSE t.window_start END
+    ), forgotten AS (
+        DELETE FROM signin_pairs
+         WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM signin_pairs
+                WHERE greatest(last_failure_at, last_success_at) < now() - $5::interval
+                  AND NOT (account_key = $1 AND address_key = $2)
+                LIMIT $6))
+    )
+    SELECT 1
+"""
+
+# A success clears the pair and marks the address known. The previous release's account
+# key in signin_throttle is cleared too, so its replicas do not hold the owner while both
+# releases serve.
+_SUCCEED = """
+    WITH pair AS (
+        INSERT INTO signin_pairs AS p (account_key, address_key, failures, last_success_at)
+        VALUES ($1, $2, 0, now())
+        ON CONFLICT (account_key, address_key) DO UPDATE SET
+            failures = 0, last_failure_at = NULL, last_success_at = now()
+    ), previous AS (
+        DELETE FROM signin_throttle WHERE throttle_key = $1
+    )
+    SELECT 1
 """
 
 
-async def seconds_to_wait(pool: asyncpg.Pool, email: str, address: str) -> int:
-    """0 when a sign-in may be tried now, else whole seconds until it may."""
-    wait = await pool.fetchval(
-        _WAIT, account_key(email), address_key(address), WINDOW, ACCOUNT_LIMIT, ADDRESS_LIMIT
+async def hold(pool: asyncpg.Pool, settings: SigninThrottle, email: str, address: str) -> Hold:
+    """Whether a sign-in of `email` from `address` must wait, and how long (0: try now)."""
+    row = await pool.fetchrow(
+        _WAIT,
+        account_key(email),
+        address_key(address),
+        timedelta(seconds=settings.window_seconds),
+        settings.address_failures,
+        settings.free_failures,
+        settings.first_delay_seconds,
+        settings.longest_delay_seconds,
+        settings.account_addresses,
+        PAIR_MEMORY,
+        _KNOWN_FOR,
     )
-    return max(1, math.ceil(float(wait))) if wait is not None else 0
+    waits = [(float(row[r]), r) for r in ("pair", "account", "address") if row[r] is not None]
+    longest = max(waits, default=(0.0, "pair"))
+    if longest[0] <= 0:
+        return Hold(0, longest[1])
+    return Hold(max(1, math.ceil(longest[0])), longest[1])
 
 
-async def record_failure(pool: asyncpg.Pool, email: str, address: str) -> None:
-    await pool.execute(_FAIL, [account_key(email), address_key(address)], WINDOW)
+async def record_failure(
+    pool: asyncpg.Pool, settings: SigninThrottle, email: str, address: str
+) -> None:
+    await pool.execute(
+        _FAIL,
+        account_key(email),
+        address_key(address),
+        timedelta(seconds=settings.window_seconds),
+        PAIR_MEMORY,
+        _KNOWN_FOR,
+        _FORGET_BATCH,
+    )
 
 
-async def clear_account(pool: asyncpg.Pool, email: str) -> None:
-    await pool.execute("DELETE FROM signin_throttle WHERE throttle_key = $1", account_key(email))
+async def record_success(pool: asyncpg.Pool, email: str, address: str) -> None:
+    await pool.execute(_SUCCEED, account_key(email), address_key(address))
