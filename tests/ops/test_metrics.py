@@ -108,17 +108,21 @@ def test_every_label_value_is_from_a_fixed_set() -> None:
         "limit": set(m.LIMITS) | {"other"},
         "grant": set(m.GRANTS) | {"other"},
         "state": {"idle", "in_use"},
+        "kind": set(m.CLIENT_KINDS) | {"other"},
     }
     reasons = {  # `reason` means something else on each family that has it
         "elova_mcp_auth_failures": set(m.AUTH_REASONS),
         "elova_mcp_shed_requests": set(m.SHED_REASONS),
         "elova_mcp_connection_cuts": set(m.CONNECTION_CUTS),
+        "elova_mcp_registration_refusals": set(m.REGISTRATION_REFUSALS),
     }
     metrics = m.Metrics()
     for outcome in ("ok", "tool_error:VALIDATION_ERROR", "limited", "auth_error", "x"):
         metrics.observe_rpc("tools/call", "get_many_executions", outcome, 0.3, 70000)
     metrics.request_shed("x")
     metrics.connection_cut("x")
+    metrics.registration_refused("x")
+    metrics.unused_clients_removed("x", 1)
     for family in text_string_to_metric_families(metrics.exposition().decode()):
         for sample in family.samples:
             for label, label_value in sample.labels.items():

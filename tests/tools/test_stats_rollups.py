@@ -130,6 +130,8 @@ async def assert_equals_rebuild(conn: asyncpg.Connection, workspace_id: UUID) ->
         await tx.rollback()
 
 
+# 40 examples of two dozen statements each: about 10 s alone, past 30 s on a busy machine.
+@pytest.mark.timeout(120)
 @settings(
     max_examples=40,
     deadline=None,
