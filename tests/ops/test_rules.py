@@ -1,7 +1,10 @@
-"""Alert rules: promtool accepts them, unit tests fire each alert, each links its runbook."""
+"""Alert rules: promtool accepts them, unit tests fire each alert, each links its runbook, and
+each runbook links the dashboard panel and the query to look at."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from tests.ops.tooling import ROOT, require, run
@@ -61,3 +64,23 @@ def test_slo_alerts_cover_availability_and_latency_with_two_speeds() -> None:
     assert {("latency", "critical"), ("latency", "warning")} <= slo
     absent = [r for r in alerting_rules() if "absent(" in r["expr"]]
     assert absent, "an alert must fire when Prometheus scrapes no target at all"
+
+
+_PANEL_LINK = re.compile(
+    r"\*\*Panel:\*\* \[(?P<title>[^\]]+)\]\(\.\./dashboards/(?P<file>[\w.-]+\.json)\) — in "
+    r"Grafana `/d/(?P<uid>[\w-]+)/[\w-]+\?viewPanel=(?P<id>\d+)`"
+)
+_QUERY = re.compile(r"\*\*Query:\*\*\n\n```promql\n(?P<expr>.+?)\n```", re.DOTALL)
+
+
+def test_every_runbook_links_a_dashboard_panel_and_its_query() -> None:
+    for path in sorted(RUNBOOKS.glob("*.md")):
+        text = path.read_text()
+        link, query = _PANEL_LINK.search(text), _QUERY.search(text)
+        assert link and query, f"{path.name}: no **Panel:** link with its **Query:**"
+        board = json.loads((ROOT / "grafana" / "dashboards" / link["file"]).read_text())
+        assert board["uid"] == link["uid"], path.name
+        (panel,) = [p for p in board["panels"] if p["id"] == int(link["id"])]
+        assert panel["title"] == link["title"], (path.name, panel["title"])
+        exprs = [target["expr"] for target in panel["targets"]]
+        assert query["expr"] in exprs, f"{path.name}: the query is not one of the panel's"
