@@ -2,8 +2,9 @@
 `prometheus-alertmanager` load the repository's rules (on the compressed clock of
 tests/ops/alerting.py), scrape two real `elova-mcp serve` replicas, and each alert's cause
 is induced for real — Redis killed, PostgreSQL stopped, a flood of forged tokens, replicas
-killed, PostgreSQL locked under a flood (overload). Each alert must reach Alertmanager
-within its `for:` plus two evaluations, and leave it once the cause is gone. Before any
+killed, PostgreSQL locked (slow), and locked under a flood (overload). Each alert must reach
+Alertmanager within its `for:` plus two evaluations, and leave it once the cause is gone.
+Before any
 incident, a load run with refusals and tool errors must give every dashboard panel data.
 
 One PostgreSQL, Redis, replica pair, Prometheus and Alertmanager serve the whole module.
@@ -108,7 +109,7 @@ async def traffic(stack: Stack, session: aiohttp.ClientSession) -> AsyncIterator
         while True:
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
                 await mcp.call(granted.token, "get_many_executions", arguments)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)  # about 5 calls a second a replica
 
     tasks = [asyncio.create_task(one(i)) for i in (0, 1)]
     try:
@@ -295,22 +296,32 @@ async def test_postgresql_stopped_fires_errors_and_the_fast_budget_burn(
     _report(seen | slow)
 
 
-@pytest.mark.timeout(90)
-async def test_overload_fires_shedding_saturation_and_latency_burn(
-    stack: Stack, session: aiohttp.ClientSession
+@contextlib.asynccontextmanager
+async def locked_workspaces(stack: Stack) -> AsyncIterator[None]:
+    """Every tool call waits on this lock after admission (get_workspace and the listing
+    tools read `workspaces`), holding its slot, its place in flight and a pool connection,
+    until the request deadline (3 s) answers DEADLINE_EXCEEDED."""
+    conn = await asyncpg.connect(stack.pg.dsn)
+    try:
+        lock = conn.transaction()
+        await lock.start()
+        await conn.execute("LOCK TABLE workspaces IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            await lock.rollback()
+    finally:
+        await conn.close()
+
+
+async def _callers(
+    stack: Stack, session: aiohttp.ClientSession, count: int, stop: asyncio.Event
 ) -> None:
-    alerts = [
-        "ElovaMcpLoadShedding",
-        "ElovaMcpGlobalLimitSaturated",
-        "ElovaMcpDbPoolExhausted",
-        "ElovaMcpLatencyBudgetBurnFast",
-    ]
-    await _quiet(stack, session, alerts)
+    """`count` clients calling get_workspace in a loop, spread over both replicas."""
     granted = stack.world.approvals["a"]
     arguments = {"workspaceId": str(granted.workspaces[0])}
-    stop = asyncio.Event()
 
-    async def flood(i: int) -> None:
+    async def caller(i: int) -> None:
         mcp = stack.mcp(session, i)
         while not stop.is_set():
             with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
@@ -318,33 +329,62 @@ async def test_overload_fires_shedding_saturation_and_latency_burn(
                 if reply.status in (429, 503):
                     await asyncio.sleep(0.05)
 
-    async with traffic(stack, session):
-        conn = await asyncpg.connect(stack.pg.dsn)
+    await asyncio.gather(*(caller(i % 2) for i in range(count)))
+
+
+@pytest.mark.timeout(120)
+async def test_slow_postgresql_fires_the_latency_burn_and_postgresql_slow(
+    stack: Stack, session: aiohttp.ClientSession
+) -> None:
+    alerts = ["ElovaMcpLatencyBudgetBurnFast", "ElovaMcpPostgresqlSlow"]
+    await _quiet(stack, session, alerts)
+    stop = asyncio.Event()
+    async with traffic(stack, session), locked_workspaces(stack):
+        # 4 callers and the steady traffic's 2: within the global limit (6) and under the
+        # shedding cap (4 a replica), so every call is admitted, and slow.
+        cause = time.time()
+        calling = asyncio.create_task(_callers(stack, session, 4, stop))
         try:
-            # Every get_workspace waits on this lock after admission, holding its slot, its
-            # place in flight and a pool connection, until the request deadline (3 s).
-            lock = conn.transaction()
-            await lock.start()
-            await conn.execute("LOCK TABLE workspaces IN ACCESS EXCLUSIVE MODE")
+            # The 1 h window (60 s here) must hold 14.4% slow calls: about 20 s of them.
+            seen = await stack.monitoring.wait_firing(session, alerts, cause, 70)
+            await _assert_panel_data(stack, session, "p99 latency by tool", above=0.25)
+        finally:
+            stop.set()
+            await calling
+    async with traffic(stack, session):
+        await stack.monitoring.wait_resolved(session, seen, time.time(), 60)
+    _report(seen)
+
+
+@pytest.mark.timeout(90)
+async def test_overload_fires_shedding_saturation_and_pool_exhaustion(
+    stack: Stack, session: aiohttp.ClientSession
+) -> None:
+    alerts = ["ElovaMcpLoadShedding", "ElovaMcpGlobalLimitSaturated", "ElovaMcpDbPoolExhausted"]
+    await _quiet(stack, session, alerts)
+    stop = asyncio.Event()
+    async with traffic(stack, session):
+        async with locked_workspaces(stack):
+            # 12 callers: 6 admitted (the global limit) hold all 3 connections of a pool;
+            # the rest get 429 (global) or, at 4 in flight on a replica, a shed 503.
             cause = time.time()
-            flooding = asyncio.gather(*(flood(i % 2) for i in range(12)))
+            calling = asyncio.create_task(_callers(stack, session, 12, stop))
             try:
                 seen = await stack.monitoring.wait_firing(session, alerts, cause, 45)
                 await _assert_panel_data(stack, session, "Shed and paced refusals per second")
             finally:
                 stop.set()
-                await lock.rollback()
-                await flooding
-        finally:
-            await conn.close()
+                await calling
         await stack.monitoring.wait_resolved(session, seen, time.time(), 60)
     _report(seen)
 
 
-async def _assert_panel_data(stack: Stack, session: aiohttp.ClientSession, title: str) -> None:
-    """The panel on call would look at shows the incident: some series above zero."""
+async def _assert_panel_data(
+    stack: Stack, session: aiohttp.ClientSession, title: str, above: float = 0
+) -> None:
+    """The panel on call would look at shows the incident: some series above `above`."""
     (panel,) = [p for p in dash.panels() if p["title"] == title]
     values = []
     for expr in dash.panel_queries(panel):
         values += [float(r["value"][1]) for r in await stack.monitoring.query(session, expr)]
-    assert any(v > 0 for v in values), f"{title}: nothing above zero during the incident"
+    assert any(v > above for v in values), f"{title}: nothing above {above} in the incident"
