@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+from tests.ops import alerting
 from tests.ops.tooling import ROOT, require, run
 from tests.ops.yamldocs import load_file
 
@@ -84,3 +86,26 @@ def test_every_runbook_links_a_dashboard_panel_and_its_query() -> None:
         assert panel["title"] == link["title"], (path.name, panel["title"])
         exprs = [target["expr"] for target in panel["targets"]]
         assert query["expr"] in exprs, f"{path.name}: the query is not one of the panel's"
+
+
+def test_the_live_tests_clock_changes_only_durations(tmp_path: Path) -> None:
+    """tests/ops/test_alerts_live.py runs the rules with every window and `for:` divided by
+    TIME_FACTOR: nothing else may differ, and Prometheus must accept the result."""
+    rules = load_file(RULES)
+    fast = alerting.compress(rules)
+    for group, quick in zip(rules["groups"], fast["groups"], strict=True):
+        for rule, short in zip(group["rules"], quick["rules"], strict=True):
+            windows = re.findall(r"\[(\w+)\]", rule["expr"])
+            assert re.findall(r"\[(\w+)\]", short["expr"]) == [
+                f"{max(1, alerting.seconds(w) // alerting.TIME_FACTOR)}s" for w in windows
+            ]
+            assert re.sub(r"\[\w+\]", "[]", short["expr"]) == re.sub(r"\[\w+\]", "[]", rule["expr"])
+            if "for" in rule:
+                expected = alerting.seconds(rule["for"]) / alerting.TIME_FACTOR
+                assert alerting.seconds(short["for"]) == expected, rule["alert"]
+            assert {k: v for k, v in short.items() if k not in ("expr", "for")} == {
+                k: v for k, v in rule.items() if k not in ("expr", "for")
+            }
+    path = tmp_path / "fast.rules.json"
+    path.write_text(json.dumps(fast))
+    assert "SUCCESS" in run([require("promtool"), "check", "rules", str(path)])
