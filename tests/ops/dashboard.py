@@ -10,7 +10,12 @@ from typing import Any
 
 from tests.ops.tooling import ROOT
 
-DASHBOARD = ROOT / "grafana" / "dashboards" / "elova-mcp.json"
+DASHBOARDS = ROOT / "grafana" / "dashboards"
+DASHBOARD = DASHBOARDS / "elova-mcp.json"
+# The words a panel's description starts with when it is empty on a healthy service (it
+# counts failures that only an incident produces); tests/ops/test_alerts_live.py checks
+# such a panel during its incident instead of under plain load.
+INCIDENT_ONLY = "Shows data during an incident only."
 # What Grafana puts in place of its variables when it sends a query.
 VARIABLES = {
     "$__rate_interval": "1m",
@@ -66,6 +71,23 @@ def variable_metrics(dashboard: dict[str, Any] | None = None) -> set[str]:
             assert match, f"variable {variable['name']}: unexpected query {query!r}"
             names.add(match[1])
     return names
+
+
+def panels() -> list[dict[str, Any]]:
+    """Every panel with queries, of every dashboard in grafana/dashboards/."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        board = json.loads(path.read_text())
+        found.extend(p for p in _panels(board["panels"]) if p.get("targets"))
+    return found
+
+
+def panel_queries(panel: dict[str, Any]) -> list[str]:
+    return [substitute(target["expr"]) for target in panel["targets"]]
+
+
+def incident_only(panel: dict[str, Any]) -> bool:
+    return str(panel.get("description", "")).startswith(INCIDENT_ONLY)
 
 
 def _panels(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
