@@ -18,6 +18,20 @@ from tests.hostile.world import Granted, World, uuids_in
 # Retry-After (JSON-RPC -32600 "Service Unavailable"), or a retryable tool error.
 RETRYABLE = frozenset({"503:-32600", "UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
+# The replicas' settings under such a load: a short deadline, limits no load here reaches.
+DEADLINE = 5.0
+# A call's answer within the deadline, plus what the client's side of a loaded 2-core
+# machine adds (HTTP, scheduling): past this it is late.
+LATE = DEADLINE + 1.0
+ENV = {
+    "LIMIT_APPROVAL_PER_MINUTE": "1000000",
+    "LIMIT_ACCOUNT_CONCURRENCY": "16",
+    "LIMIT_GLOBAL_CONCURRENCY": "16",
+    "REQUEST_DEADLINE_SECONDS": str(DEADLINE),
+}
+# The pool connections a replica has handed out (none may be left once the load ends).
+IN_USE = 'elova_mcp_db_pool_connections{state="in_use"}'
+
 
 @dataclass
 class Seen:

@@ -21,7 +21,7 @@ import pytest
 from service.auth.tokens import TokenService
 from service.config import Config
 from tests.hostile.processes import Replicas, wait_live
-from tests.hostile.steady_load import RETRYABLE, Load, metric, ready
+from tests.hostile.steady_load import ENV, IN_USE, LATE, RETRYABLE, Load, metric, ready
 from tests.hostile.wire import Mcp
 from tests.hostile.world import World, build_world
 from tests.support.relay import Relay
@@ -30,16 +30,7 @@ from tests.support.services import REDIS_URL, TestDatabase
 
 pytestmark = pytest.mark.slow
 
-DEADLINE = 5.0
-LATE = DEADLINE + 1.0  # the deadline plus the client's own share of a loaded 2-core machine
 BLACKHOLE_SECONDS = 12.0  # the black-box check holds it 30 s; the property is the same
-IN_USE = 'elova_mcp_db_pool_connections{state="in_use"}'
-ENV = {
-    "LIMIT_APPROVAL_PER_MINUTE": "1000000",
-    "LIMIT_ACCOUNT_CONCURRENCY": "16",
-    "LIMIT_GLOBAL_CONCURRENCY": "16",
-    "REQUEST_DEADLINE_SECONDS": str(DEADLINE),
-}
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from service.auth.tokens import TokenService
 from service.config import Config
 from service.store.migrate import migrate
 from tests.hostile.processes import Replicas, wait_live
-from tests.hostile.steady_load import RETRYABLE, Load, metric, ready
+from tests.hostile.steady_load import ENV, IN_USE, LATE, RETRYABLE, Load, metric, ready
 from tests.hostile.wire import Mcp
 from tests.hostile.world import World, build_world
 from tests.support.engines_pg import PrivateCluster, start_private_cluster
@@ -27,17 +27,6 @@ from tests.support.server import free_port
 pytestmark = pytest.mark.slow
 
 DATABASE = "elova_failover"
-DEADLINE = 5.0
-# A call's answer within the deadline, plus what the client's side of a loaded 2-core
-# machine adds (HTTP, scheduling): past this it is late.
-LATE = DEADLINE + 1.0
-IN_USE = 'elova_mcp_db_pool_connections{state="in_use"}'
-ENV = {
-    "LIMIT_APPROVAL_PER_MINUTE": "1000000",
-    "LIMIT_ACCOUNT_CONCURRENCY": "16",
-    "LIMIT_GLOBAL_CONCURRENCY": "16",
-    "REQUEST_DEADLINE_SECONDS": str(DEADLINE),
-}
 
 
 @pytest.fixture
