@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from service.database_urls import database_url, primary_database_url
 from service.errors import ConfigError
+from service.tracing import configured as tracing_configured
 
 T = TypeVar("T")
 
@@ -216,6 +217,9 @@ class Config:
     shedding: Shedding = field(default_factory=Shedding)
     connections: Connections = field(default_factory=Connections)
     registration: Registration = field(default_factory=Registration)
+    # OpenTelemetry traces (service/tracing/): whether the standard OTEL_* variables name an
+    # OTLP endpoint (and do not disable the SDK). The SDK reads the variables themselves.
+    tracing: bool = False
 
     @property
     def mcp_resource(self) -> str:
@@ -296,6 +300,7 @@ class Config:
             ),
             redis_engine=_redis_engine(env),
             shedding=_shedding(env),
+            tracing=tracing_configured(env),
             connections=Connections(
                 max_connections=_parse(env, "ELOVA_MAX_CONNECTIONS", _positive_int, 1000),
                 header_timeout_seconds=_parse(

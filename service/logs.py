@@ -38,6 +38,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from service import headers as h
 from service.keys import CALLER, METRICS, REQUEST_ID
 from service.request_ids import new_request_id
+from service.trace_ids import current_trace_ids
 
 ACCESS = logging.getLogger("elova.access")
 log = logging.getLogger(__name__)
@@ -119,6 +120,9 @@ class JsonFormatter(logging.Formatter):
         request_id = _REQUEST_ID.get()
         if request_id is not None:
             line["request_id"] = request_id
+        traced = current_trace_ids()  # a traced request's lines carry its trace
+        if traced is not None:
+            line["trace_id"], line["span_id"] = traced
         for key, value in record.__dict__.items():
             if key not in _RECORD_ATTRS and not key.startswith("_"):
                 line[key] = redact(key, value)
