@@ -1,6 +1,7 @@
 """What a PostgreSQL statement's span says: its operation and a summary, `{OPERATION}
-{first table}` (`SELECT executions`, `INSERT approval_activity`), read from the statement's
-text, the database and the server.
+{tables}` (`SELECT executions`, `INSERT approval_activity`, `WITH approval_state executions
+workflows`: the first five tables or functions it reads from or writes to, in order), read
+from the statement's text; the database and the server.
 
 Every statement of the service is text of a store module with its values bound as $n
 (docs/architecture.md, SQL is SQL), so the summary holds only names the module wrote; the
@@ -15,9 +16,14 @@ import re
 from typing import Any
 
 _OPERATION = re.compile(r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*([A-Za-z]+)", re.S)
-# The first table a statement names: after FROM / INTO / UPDATE / JOIN, a plain identifier
-# (a dotted one after FROM is a column: `extract(epoch FROM e.stopped_at)`).
+# A table (or set-returning function) a statement names: after FROM / INTO / UPDATE / JOIN,
+# a plain identifier (a dotted one after FROM is a column: `extract(epoch FROM e.stopped_at)`).
 _TARGET = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+([A-Za-z_][A-Za-z0-9_]*)\b(?!\.)", re.I)
+# A common table expression's name is the statement's own, not a table: left out, as are
+# the keywords that may follow FROM or JOIN.
+_CTE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", re.I)
+_KEYWORDS = frozenset({"lateral", "only", "rows", "select", "values"})
+_MOST_TARGETS = 5
 _KNOWN = 2048  # summaries remembered (the statements are a fixed set of module texts)
 _summaries: dict[str, tuple[str, str]] = {}
 
@@ -29,8 +35,16 @@ def summarize(sql: str) -> tuple[str, str]:
         return known
     found = _OPERATION.match(sql)
     operation = found.group(1).upper() if found else "OTHER"
-    target = _TARGET.search(sql) if operation not in _NO_TARGET else None
-    summary = (operation, f"{operation} {target.group(1)}" if target else operation)
+    targets: list[str] = []
+    if operation not in _NO_TARGET:
+        named = {name.lower() for name in _CTE.findall(sql)} | _KEYWORDS
+        for found_target in _TARGET.finditer(sql):
+            name = found_target.group(1).lower()
+            if name not in targets and name not in named:
+                targets.append(name)
+            if len(targets) == _MOST_TARGETS:
+                break
+    summary = (operation, " ".join((operation, *targets)))
     if len(_summaries) < _KNOWN:
         _summaries[sql] = summary
     return summary
