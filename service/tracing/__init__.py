@@ -7,7 +7,9 @@ disabled); only then does `setup_tracing` register `tracing_ctx`, which imports 
 (service/tracing/provider.py), builds the tracer provider from the environment (the SDK
 reads its own variables: sampler, resource, exporter, batch processor, propagators) and
 sets `ACTIVE`. Every hook starts with `ACTIVE is None`: with tracing off a request pays one
-module attribute read a hook, and the SDK is never imported.
+module attribute read a hook, and neither the tracing SDK, the exporter nor protobuf is
+imported. (redis-py 7 imports opentelemetry.sdk.metrics itself when it is installed, for
+metrics of its own that stay off unless an application enables them.)
 
     service/mcp/transport.py   the MCP SERVER span of each POST (request_span.py)
     service/store/db.py        a CLIENT span a PostgreSQL statement (statements.py)

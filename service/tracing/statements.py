@@ -22,6 +22,7 @@ _TARGET = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+([A-Za-z_][A-Za-z0-9_]*)\b(
 # A common table expression's name is the statement's own, not a table: left out, as are
 # the keywords that may follow FROM or JOIN.
 _CTE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", re.I)
+_LITERAL = re.compile(r"'(?:[^']|'')*'")
 _KEYWORDS = frozenset({"lateral", "only", "rows", "select", "values"})
 _MOST_TARGETS = 5
 _KNOWN = 2048  # summaries remembered (the statements are a fixed set of module texts)
@@ -37,8 +38,9 @@ def summarize(sql: str) -> tuple[str, str]:
     operation = found.group(1).upper() if found else "OTHER"
     targets: list[str] = []
     if operation not in _NO_TARGET:
-        named = {name.lower() for name in _CTE.findall(sql)} | _KEYWORDS
-        for found_target in _TARGET.finditer(sql):
+        code = _LITERAL.sub("''", sql)  # a constant's text is no table
+        named = {name.lower() for name in _CTE.findall(code)} | _KEYWORDS
+        for found_target in _TARGET.finditer(code):
             name = found_target.group(1).lower()
             if name not in targets and name not in named:
                 targets.append(name)
