@@ -69,38 +69,36 @@ class Tracing:
         return request_span.start(self.tracer, request, incoming, started)
 
     @contextlib.contextmanager
-    def redis_span(self, operation: str, script: str) -> Iterator[Any]:
-        """EVALSHA of one admission script: its name, never its keys or arguments."""
+    def redis_span(self, operation: str, script: str) -> Iterator[None]:
+        """EVALSHA of one admission script: its name, never its keys or arguments. Not made
+        current: nothing runs beneath it."""
+        parent = trace.get_current_span()
+        if not parent.is_recording():
+            yield None  # only within a recorded request: no root span a Redis call
+            return
         attributes = {
             "db.system.name": "redis",
             "db.operation.name": operation,
             "db.stored_procedure.name": script,
             "db.query.summary": f"{operation} {script}",
         }
-        parent = trace.get_current_span()
-        if not parent.get_span_context().is_valid or not parent.is_recording():
-            yield None  # only within a recorded request: no root span a Redis call
-            return
-        with self.tracer.start_as_current_span(
-            f"{operation} {script}",
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield span
-            except BaseException as err:
-                span.set_attribute("error.type", type(err).__qualname__)
-                span.set_status(Status(StatusCode.ERROR))
-                raise
+        span = self.tracer.start_span(
+            f"{operation} {script}", kind=SpanKind.CLIENT, attributes=attributes
+        )
+        try:
+            yield None
+        except BaseException as err:
+            span.set_attribute("error.type", type(err).__qualname__)
+            span.set_status(Status(StatusCode.ERROR))
+            raise
+        finally:
+            span.end()
 
     def statement_logger(self, query: Any) -> None:
         """An asyncpg query logger (run by the loop right after a statement, in the context
         of the task that ran it): one CLIENT span with the statement's summary, its timing
         from asyncpg's, and never its text's values or its bound arguments."""
-        parent = trace.get_current_span()
-        if not parent.get_span_context().is_valid or not parent.is_recording():
+        if not trace.get_current_span().is_recording():
             return  # statements outside a recorded request (start-up, background work)
         end = time.time_ns()
         start = end - int(query.elapsed * 1e9)

@@ -82,13 +82,19 @@ def start(
     """The request's span when its trace is sampled, else None (nothing more is done for it:
     no child spans, no ids on its lines)."""
     parent, links = _parent(request, incoming)
-    name, attributes = _described(request, incoming)
+    method = None if incoming is None else incoming.method
+    tool = None if incoming is None else _tool_name(request, incoming)
+    name = request.method if method is None else method if tool is None else f"{method} {tool}"
     begun = time.time_ns() - int((time.perf_counter() - started) * 1e9)
+    # The sampler sees the name and the method; the rest is described only for a span that
+    # is kept (most are not, at a low ratio).
+    sampled = {} if method is None else {"mcp.method.name": method}
     span = tracer.start_span(
-        name, parent, SpanKind.SERVER, attributes, links, begun, record_exception=False
+        name, parent, SpanKind.SERVER, sampled, links, begun, record_exception=False
     )
     if not span.is_recording():
         return None
+    span.set_attributes(_described(request, incoming, tool))
     return RequestSpan(span)
 
 
@@ -101,12 +107,14 @@ def _parent(request: web.Request, incoming: Incoming | None) -> tuple[Any, list[
     inner = propagate.extract(carrier)
     outer_span = trace.get_current_span(outer).get_span_context()
     inner_span = trace.get_current_span(inner).get_span_context()
+    if not inner_span.is_valid:  # a malformed `_meta.traceparent`: as if there were none
+        return outer, []
     if outer_span.is_valid and outer_span != inner_span:
         return inner, [Link(outer_span)]
     return inner, []
 
 
-def _described(request: web.Request, incoming: Incoming | None) -> tuple[str, dict[str, Any]]:
+def _described(request: web.Request, incoming: Incoming | None, tool: str | None) -> dict[str, Any]:
     host, _, port = request.host.rpartition(":") if ":" in request.host else (request.host, "", "")
     version = request.version
     attributes: dict[str, Any] = {
@@ -122,9 +130,7 @@ def _described(request: web.Request, incoming: Incoming | None) -> tuple[str, di
     if port.isdigit():
         attributes["server.port"] = int(port)
     if incoming is None:
-        return request.method, attributes
-    method = incoming.method
-    attributes["mcp.method.name"] = method
+        return attributes
     if incoming.id is not None:
         attributes["jsonrpc.request.id"] = str(incoming.id)
     protocol = _protocol_version(request, incoming)
@@ -133,12 +139,10 @@ def _described(request: web.Request, incoming: Incoming | None) -> tuple[str, di
     session = request.headers.get(h.SESSION_ID)
     if session is not None and not incoming.modern:
         attributes["mcp.session.id"] = session
-    tool = _tool_name(request, incoming)
-    if tool is None:
-        return method, attributes
-    attributes["gen_ai.tool.name"] = tool
-    attributes["gen_ai.operation.name"] = "execute_tool"
-    return f"{method} {tool}", attributes
+    if tool is not None:
+        attributes["gen_ai.tool.name"] = tool
+        attributes["gen_ai.operation.name"] = "execute_tool"
+    return attributes
 
 
 def _protocol_version(request: web.Request, incoming: Incoming) -> str | None:

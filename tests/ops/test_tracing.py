@@ -203,6 +203,12 @@ async def test_meta_traceparent_wins_over_the_header_which_becomes_a_link(
     assert server.links == [(outer_trace, outer_span)]
     assert "gen_ai.tool.name" not in server.attributes
     assert not [s for s in receiver.snapshot() if s.trace_id == outer_trace]
+    # A malformed `_meta.traceparent` is as if there were none: the header is the parent.
+    header, header_trace, header_span = _traceparent()
+    await _post(traced, token[0], "tools/list", {}, meta={"traceparent": "00-zz-yy-01"},
+                headers={"traceparent": header})  # fmt: skip
+    fallback = _server_span(receiver.wait_for(_in_trace(header_trace)), header_trace)
+    assert (fallback.parent_span_id, fallback.links) == (header_span, [])
 
 
 async def test_failures_carry_error_type(
