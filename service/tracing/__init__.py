@@ -55,11 +55,18 @@ def setup_tracing(app: web.Application) -> None:
         app.cleanup_ctx.append(tracing_ctx)
 
 
+# The longest the shutdown waits for queued spans to leave: a collector that is down or
+# silent must not hold up a rolling restart (the SDK would retry for its export timeout).
+FLUSH_SECONDS = 3.0
+
+
 async def tracing_ctx(app: web.Application) -> AsyncIterator[None]:
     """The tracer provider from the environment; at cleanup, queued spans flushed and the
-    exporter shut down (in a thread: the exporter's last POST is blocking I/O)."""
+    exporter shut down, for FLUSH_SECONDS at most (in a daemon thread: the exporter's last
+    POST is blocking I/O, and a process that exits does not wait for it)."""
     global ACTIVE
     import asyncio
+    import threading
 
     from service.tracing.provider import start_tracing
 
@@ -69,7 +76,9 @@ async def tracing_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         ACTIVE = None
-        await asyncio.to_thread(tracing.shutdown)
+        flushing = threading.Thread(target=tracing.shutdown, name="elova-trace-flush", daemon=True)
+        flushing.start()
+        await asyncio.to_thread(flushing.join, FLUSH_SECONDS)
 
 
 def redis_span(operation: str, script: str) -> contextlib.AbstractContextManager[Any]:

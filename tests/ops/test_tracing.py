@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from service.metrics import OPERATION_BUCKETS
+from service.tracing import FLUSH_SECONDS
 from tests.clients.dataset import Dataset, load
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.server import ServeProcesses, free_port
@@ -372,3 +375,26 @@ def test_off_unless_configured(test_database: TestDatabase, dataset: Dataset) ->
         assert access and all("trace_id" not in entry for entry in access)
     finally:
         server.stop()
+
+
+def test_a_silent_collector_does_not_hold_up_the_shutdown(
+    test_database: TestDatabase, dataset: Dataset
+) -> None:
+    silent = socket.create_server(("127.0.0.1", 0))  # connects, never answers
+    nobody = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    server = ServeProcesses(test_database.dsn, env={**RAISED, "DRAIN_SECONDS": "0"},
+                            graceful_stop=True)  # fmt: skip
+    server.env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": nobody, "OTEL_BSP_SCHEDULE_DELAY": "60000"})
+    server.start()
+    try:
+        issued = asyncio.run(
+            server.approve(account=dataset.account_email, workspaces=dataset.granted)
+        )
+        for _ in range(3):  # spans queued, none exported yet
+            asyncio.run(_post(server, issued.access_token, "tools/list", {}))
+    finally:
+        started = time.monotonic()
+        server.stop()  # SIGTERM, then the wait for the process's exit
+        stopped = time.monotonic() - started
+        silent.close()
+    assert stopped < FLUSH_SECONDS + 4, stopped  # not the exporter's 10 s timeout
