@@ -24,6 +24,7 @@ def create_app(cfg: Config) -> web.Application:
     from service.metrics_listener import setup_metrics
     from service.store.db import pool_ctx
     from service.tools.setup import setup_tools
+    from service.tracing import setup_tracing
 
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[CONFIG] = cfg
@@ -32,6 +33,7 @@ def create_app(cfg: Config) -> web.Application:
     setup_request_log(app)  # request ids and the access line, outermost middleware
     connections.setup_reading(app)  # the body deadline, before anything reads a body
     shedding.setup_shedding(app)  # overloaded: 503 at once, before auth and the database
+    setup_tracing(app)  # before the pools: their connections record statements when traced
     app.cleanup_ctx.append(pool_ctx)
     setup_limits(app)  # Redis connection and the admission limiter
     setup_auth(app)  # token service, resource metadata, OAuth endpoints

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from service.database_urls import database_url, primary_database_url
 from service.errors import ConfigError
+from service.tracing import configured as tracing_configured
 
 T = TypeVar("T")
 
@@ -301,6 +302,9 @@ class Config:
     registration: Registration = field(default_factory=Registration)
     trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
     signin_throttle: SigninThrottle = field(default_factory=SigninThrottle)
+    # OpenTelemetry traces (service/tracing/): whether the standard OTEL_* variables name an
+    # OTLP endpoint (and do not disable the SDK). The SDK reads the variables themselves.
+    tracing: bool = False
 
     @property
     def mcp_resource(self) -> str:
@@ -381,6 +385,7 @@ class Config:
             ),
             redis_engine=_redis_engine(env),
             shedding=_shedding(env),
+            tracing=tracing_configured(env),
             connections=Connections(
                 max_connections=_parse(env, "ELOVA_MAX_CONNECTIONS", _positive_int, 1000),
                 header_timeout_seconds=_parse(

@@ -42,6 +42,7 @@ from service import headers as h
 from service.client_address import client_address
 from service.keys import CALLER, METRICS, REQUEST_ID
 from service.request_ids import new_request_id
+from service.trace_ids import current_trace_ids
 
 ACCESS = logging.getLogger("elova.access")
 log = logging.getLogger(__name__)
@@ -123,6 +124,9 @@ class JsonFormatter(logging.Formatter):
         request_id = _REQUEST_ID.get()
         if request_id is not None:
             line["request_id"] = request_id
+        traced = current_trace_ids()  # a traced request's lines carry its trace
+        if traced is not None:
+            line["trace_id"], line["span_id"] = traced
         for key, value in record.__dict__.items():
             if key not in _RECORD_ATTRS and not key.startswith("_"):
                 line[key] = redact(key, value)

@@ -23,8 +23,10 @@ from prometheus_client import (
     ProcessCollector,
 )
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from service.config import Config
+from service.trace_ids import current_trace_ids
 
 PREFIX = "elova_mcp"
 OTHER = "other"
@@ -107,6 +109,14 @@ DEPENDENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
 )  # fmt: skip
 SIZE_BUCKETS = (256, 1024, 4096, 16384, 65536, 131072, 262144, 524288)
+# The MCP server metric of the OpenTelemetry semantic conventions (mcp.server.operation.duration,
+# docs/operations.md, Tracing): its name and buckets are the conventions', not ours.
+OPERATION_METRIC = "mcp_server_operation_duration_seconds"
+OPERATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+# error_type: the JSON-RPC error code of an error answer, "tool_error" for a result with
+# isError, "" when the operation succeeded; a code outside this set is "_OTHER".
+RPC_ERROR_CODES = frozenset({"-32700", "-32600", "-32601", "-32602", "-32603", "401", "403", "429"})
+TOOL_ERROR = "tool_error"
 LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 LOOP_PROBE_SECONDS = 0.5
 
@@ -164,6 +174,13 @@ class Metrics:
             "Time from receiving a JSON-RPC request to its answer, by MCP method and tool.",
             LATENCY_BUCKETS,
             ("method", "tool"),
+        )
+        self.operation = Histogram(
+            OPERATION_METRIC,
+            "MCP request duration as observed on the server, from receiving it to its answer.",
+            ("mcp_method_name", "gen_ai_tool_name", "error_type"),
+            buckets=OPERATION_BUCKETS,
+            registry=reg,
         )
         self.response_size = histogram(
             "response_size_bytes",
@@ -281,7 +298,9 @@ class Metrics:
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         # The children each call of observe_rpc / observe_http touches, by its arguments
         # (one dict lookup a request instead of bounding and looking up every label).
-        self._rpc_children: dict[tuple[str, str | None, str], tuple[Any, Any, Any]] = {}
+        self._rpc_children: dict[
+            tuple[str, str | None, str, int | None], tuple[Any, Any, Any, Any]
+        ] = {}
         self._http_children: dict[tuple[str | None, str, int], tuple[Any, Any]] = {}
         self._prefill()
         if cfg is not None:
@@ -308,6 +327,7 @@ class Metrics:
             self.requests.labels("tools/call", tool, "ok", NONE)
             self.requests.labels("tools/call", tool, "error", NONE)
             self.latency.labels("tools/call", tool)
+            self.operation.labels("tools/call", tool, "")
             self.db_errors.labels(tool)
         for operation in sorted(REDIS_OPERATIONS):
             self.redis_errors.labels(operation)
@@ -331,11 +351,19 @@ class Metrics:
     # The interface other modules call -----------------------------------------------
 
     def observe_rpc(
-        self, method: str, tool: str | None, outcome: str, seconds: float, response_bytes: int
+        self,
+        method: str,
+        tool: str | None,
+        outcome: str,
+        seconds: float,
+        response_bytes: int,
+        *,
+        rpc_code: int | None = None,
     ) -> None:
         """One JSON-RPC request answered. outcome: ok | tool_error:<CODE> | protocol_error |
-        auth_error | limited | error."""
-        key = (method, tool, outcome)
+        auth_error | limited | error; rpc_code: the JSON-RPC code of an error answer. Its
+        latency carries the trace as an exemplar when the request was traced."""
+        key = (method, tool, outcome, rpc_code)
         children = self._rpc_children.get(key)
         if children is None:
             kind, _, code = outcome.partition(":")
@@ -347,12 +375,21 @@ class Metrics:
                 self._child(self.requests, method_label, tool_label, kind_label, code_label),
                 self._child(self.latency, method_label, tool_label),
                 self._child(self.response_size, method_label, tool_label),
+                self._child(
+                    self.operation,
+                    method_label,
+                    "" if tool_label == NONE else tool_label,
+                    _error_type(kind_label, rpc_code),
+                ),
             )
             if len(self._rpc_children) < _KNOWN_LABEL_SETS:  # bounded: a method is any text
                 self._rpc_children[key] = children
-        requests, latency, size = children
+        requests, latency, size, operation = children
         requests.inc()
-        latency.observe(max(seconds, 0.0))
+        seconds = max(seconds, 0.0)
+        exemplar = _exemplar()
+        latency.observe(seconds, exemplar)
+        operation.observe(seconds, exemplar)
         size.observe(max(response_bytes, 0))
 
     def request_started(self) -> None:
@@ -415,7 +452,7 @@ class Metrics:
                 self._http_children[key] = children
         requests, latency = children
         requests.inc()
-        latency.observe(max(seconds, 0.0))
+        latency.observe(max(seconds, 0.0), _exemplar())
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, remembered: label values here are bounded sets, and
@@ -454,9 +491,26 @@ class Metrics:
     def set_draining(self, draining: bool) -> None:
         self.draining.set(1 if draining else 0)
 
-    def exposition(self) -> bytes:
-        """The text exposition of this app's registry."""
+    def exposition(self, openmetrics: bool = False) -> bytes:
+        """The exposition of this app's registry: Prometheus text, or OpenMetrics (the only
+        one that carries exemplars) when the scraper asks for it."""
+        if openmetrics:
+            body: bytes = generate_openmetrics(self.registry)  # type: ignore[no-untyped-call]
+            return body
         return generate_latest(self.registry)
+
+
+def _error_type(kind: str, rpc_code: int | None) -> str:
+    if rpc_code is not None:
+        code = str(rpc_code)
+        return code if code in RPC_ERROR_CODES else "_OTHER"
+    return TOOL_ERROR if kind == TOOL_ERROR else ""
+
+
+def _exemplar() -> dict[str, str] | None:
+    """The traced request's ids as an exemplar (OpenMetrics), None when not traced."""
+    ids = current_trace_ids()
+    return None if ids is None else {"trace_id": ids[0], "span_id": ids[1]}
 
 
 def _version() -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as CONTENT_TYPE_OPENMETRICS
 from prometheus_client.registry import Collector
 
 from service.keys import CONFIG, DB_POOL, METRICS
@@ -67,8 +68,15 @@ async def _register_routes(app: web.Application) -> None:
 
 
 async def _scrape(request: web.Request) -> web.Response:
-    body = request.app[METRICS].exposition()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+    # OpenMetrics (with exemplars: trace ids on latency buckets) when the scraper accepts
+    # it, as Prometheus does when exemplar storage is on; the classic text otherwise.
+    openmetrics = OPENMETRICS in request.headers.get(hdrs.ACCEPT, "")
+    body = request.app[METRICS].exposition(openmetrics)
+    kind = CONTENT_TYPE_OPENMETRICS if openmetrics else CONTENT_TYPE_PLAIN_0_0_4
+    return web.Response(body=body, headers={hdrs.CONTENT_TYPE: kind})
+
+
+OPENMETRICS = "application/openmetrics-text"
 
 
 async def metrics_listener_ctx(app: web.Application) -> AsyncIterator[None]:

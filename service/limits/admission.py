@@ -26,6 +26,7 @@ from uuid import UUID
 
 from redis.exceptions import RedisError
 
+from service import tracing
 from service.auth.caller import Caller
 from service.config import Limits
 from service.errors import LimitExceeded
@@ -286,7 +287,8 @@ class Admission:
         started = time.perf_counter()
         try:
             keys = self.keys(caller.account_id, caller.approval_id)
-            reply = await self._call(self._admit, keys, args)
+            with tracing.redis_span("EVALSHA", "admit"):  # a span only when traced
+                reply = await self._call(self._admit, keys, args)
         except asyncio.CancelledError:
             # The client went away mid-admission: the script may still run on the server.
             self._breaker.abandon()

@@ -46,8 +46,9 @@ def failure(
         code = p.FORBIDDEN if err.status == 403 else p.UNAUTHORIZED
         headers: dict[str, str] = {WWW_AUTHENTICATE: challenge(err, app[CONFIG])}
         return Answer(
-            p.error_body(rpc_id, code, err.description), err.status, headers, "auth_error"
-        )
+            p.error_body(rpc_id, code, err.description), err.status, headers, "auth_error",
+            rpc_code=code,
+        )  # fmt: skip
     if isinstance(err, LimitExceeded):
         return limited(rpc_id, err)
     if isinstance(err, Unavailable):
@@ -56,7 +57,8 @@ def failure(
         log.warning("store unavailable: %r", err, extra={"request_id": request_id})
         return unavailable(rpc_id, STORE_UNAVAILABLE, 1)
     log.exception("unexpected failure", exc_info=err, extra={"request_id": request_id})
-    return Answer(p.error_body(rpc_id, p.INTERNAL_ERROR, "Internal error"), 500, outcome="error")
+    body = p.error_body(rpc_id, p.INTERNAL_ERROR, "Internal error")
+    return Answer(body, 500, outcome="error", rpc_code=p.INTERNAL_ERROR)
 
 
 def _outcome(status: int) -> str:
@@ -68,7 +70,7 @@ def _outcome(status: int) -> str:
 def protocol_error(rpc_id: p.RequestId | None, err: ProtocolError) -> Answer:
     status = 500 if err.code == p.INTERNAL_ERROR else err.http_status
     body = p.error_body(rpc_id, err.code, err.message, err.data)
-    return Answer(body, status, outcome=_outcome(status))
+    return Answer(body, status, outcome=_outcome(status), rpc_code=err.code)
 
 
 def refused(
@@ -78,9 +80,8 @@ def refused(
     headers: dict[str, str] | None = None,
 ) -> Answer:
     """An HTTP-level refusal: JSON-RPC -32600 with `message`."""
-    return Answer(
-        p.error_body(rpc_id, p.INVALID_REQUEST, message), status, headers or {}, _outcome(status)
-    )
+    body = p.error_body(rpc_id, p.INVALID_REQUEST, message)
+    return Answer(body, status, headers or {}, _outcome(status), rpc_code=p.INVALID_REQUEST)
 
 
 def unavailable(rpc_id: p.RequestId | None, message: str, retry_after: int) -> Answer:
@@ -92,4 +93,4 @@ def limited(rpc_id: p.RequestId | None, err: LimitExceeded) -> Answer:
     data = {"limit": err.limit, "retryAfterSeconds": err.retry_after_seconds}
     body = p.error_body(rpc_id, p.TOO_MANY_REQUESTS, err.message, data)
     headers: dict[str, str] = {**err.headers, RETRY_AFTER: str(err.retry_after_seconds)}
-    return Answer(body, 429, headers, "limited")
+    return Answer(body, 429, headers, "limited", rpc_code=p.TOO_MANY_REQUESTS)

@@ -63,6 +63,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     outcome: str = "ok"
     tool: str | None = None
+    rpc_code: int | None = None  # the JSON-RPC error code of an error answer (traces, metrics)
 
 
 def modern_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:

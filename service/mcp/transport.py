@@ -16,6 +16,7 @@ import time
 from aiohttp import hdrs, web
 
 from service import headers as h
+from service import tracing
 from service.auth.activity import record_call
 from service.auth.authorization import Authorization
 from service.auth.bearer import verify
@@ -78,15 +79,30 @@ async def handle(request: web.Request) -> web.StreamResponse:
 async def post(request: web.Request, rid: str) -> Answer:
     started = time.perf_counter()
     checked = await _read_request(request)
+    incoming = None if isinstance(checked, Answer) else checked
+    traced = tracing.ACTIVE  # None unless OTEL_* configured tracing (service/tracing/)
+    span = None if traced is None else traced.request_span(request, incoming, started)
     if isinstance(checked, Answer):
         answer, method, tool = checked, "", None
     else:
-        answer = await _answer(request, rid, checked)
+        try:
+            answer = await _answer(request, rid, checked)
+        except BaseException as err:  # cancelled: the client went away
+            if span is not None:
+                span.abandon(err)
+            raise
         method, tool = checked.method, answer.tool
+    if span is not None:
+        span.finish(answer)
     record_call(request, tool)  # approval activity: an in-process counter, no I/O
     label = method if method in KNOWN_METHODS else "other"
     request.app[METRICS].observe_rpc(
-        label, tool, answer.outcome, time.perf_counter() - started, len(answer.body)
+        label,
+        tool,
+        answer.outcome,
+        time.perf_counter() - started,
+        len(answer.body),
+        rpc_code=answer.rpc_code,
     )
     return answer
 

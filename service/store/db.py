@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
+from service import tracing
 from service.config import Config
 from service.keys import CONFIG, DB_POOL, DB_READ_POOL
 from service.store.hosts import HostByHost
@@ -74,6 +75,9 @@ class StoreConnection(asyncpg.Connection):  # type: ignore[misc]
             tune_socket(sock, self.tcp_timeout_seconds)
         if self.writes:
             self.add_query_logger(self._after_query)
+        traced = tracing.statement_logger()  # None unless tracing is on (service/tracing/)
+        if traced is not None:
+            self.add_query_logger(traced)
 
     def _after_query(self, query: Any) -> None:
         if isinstance(query.exception, asyncpg.ReadOnlySQLTransactionError):

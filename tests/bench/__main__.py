@@ -2,12 +2,14 @@
 against the SDK and the same-answer ceiling (tests/bench/ceiling_bench.py), with
 `--baseline COMMIT` old against new (tests/bench/baseline.py), the floods
 (tests/bench/floods.py), the pooler line (tests/bench/pooler_bench.py: through PgBouncer
-next to direct), then the admission limiter's own benchmark (tests/bench/limits_bench.py).
+next to direct), the tracing line (tests/bench/tracing_bench.py: off, 1% and 100% sampled,
+interleaved), then the admission limiter's own benchmark (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
                           [--ceiling-only] [--flood-only] [--baseline-only] [--pooler-only]
-                          [--skip-ceiling] [--skip-floods] [--skip-pooler] [--skip-limits]
+                          [--tracing-only] [--skip-ceiling] [--skip-floods] [--skip-pooler]
+                          [--skip-tracing] [--skip-limits]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
@@ -23,11 +25,12 @@ import argparse
 import dataclasses
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.bench import baseline, ceiling_bench, floods, pooler_bench, scale
+from tests.bench import baseline, ceiling_bench, floods, pooler_bench, scale, tracing_bench
 
-SECTIONS = ("ceiling", "flood", "baseline", "pooler")
+SECTIONS = ("ceiling", "flood", "baseline", "pooler", "tracing")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-floods", action="store_true", help="skip the flood section")
     parser.add_argument("--skip-limits", action="store_true", help="skip limits_bench")
     parser.add_argument("--skip-pooler", action="store_true", help="skip the PgBouncer line")
+    parser.add_argument("--skip-tracing", action="store_true", help="skip the tracing line")
     args = parser.parse_args(argv)
     only = {s for s in SECTIONS if getattr(args, f"{s}_only")}
     if "baseline" in only and not args.baseline:
@@ -66,18 +70,19 @@ def main(argv: list[str] | None = None) -> int:
         "baseline": bool(args.baseline),
         "flood": not args.skip_floods,
         "pooler": not args.skip_pooler,
+        "tracing": not args.skip_tracing,
     }
     if only:
         wanted = {s: s in only for s in SECTIONS}
     parts = [] if only else [scale.main(settings)]
-    if wanted["ceiling"]:
-        parts.append(ceiling_bench.main(settings))
-    if wanted["baseline"]:
-        parts.append(baseline.main(settings, args.baseline))
-    if wanted["flood"]:
-        parts.append(floods.main(settings, args.baseline))
-    if wanted["pooler"]:
-        parts.append(pooler_bench.main(settings))
+    runs: dict[str, Callable[[], str]] = {  # in the report's order
+        "ceiling": lambda: ceiling_bench.main(settings),
+        "baseline": lambda: baseline.main(settings, args.baseline),
+        "flood": lambda: floods.main(settings, args.baseline),
+        "pooler": lambda: pooler_bench.main(settings),
+        "tracing": lambda: tracing_bench.main(settings),
+    }
+    parts += [run() for name, run in runs.items() if wanted[name]]
     report = "\n".join(parts)
     sys.stdout.write(report)
     sys.stdout.flush()
