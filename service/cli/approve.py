@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from service.audit.oauth_events import approval_revoked_by_operator
 from service.auth.approval_listing import list_active_approvals
 from service.auth.approvals import (
     IssuedTokens,
@@ -214,6 +215,7 @@ async def _command(conn: asyncpg.Connection, cfg: Config, args: argparse.Namespa
         approval_id = _parse_uuid(args.revoke, "approval")
         if not await revoke_approval(conn, approval_id, reason="operator"):
             raise ApprovalRefused(f"no unrevoked approval with id {approval_id}")
+        await approval_revoked_by_operator(cfg, approval_id)
         return {"approvalId": str(approval_id), "revoked": True}
     if args.list:
         account_id = await _account_id(conn, args.account)

@@ -16,6 +16,7 @@ import time
 from aiohttp import hdrs, web
 
 from service import headers as h
+from service.audit.tool_calls import audited
 from service.auth.activity import record_call
 from service.auth.authorization import Authorization
 from service.auth.bearer import verify
@@ -81,7 +82,7 @@ async def post(request: web.Request, rid: str) -> Answer:
     if isinstance(checked, Answer):
         answer, method, tool = checked, "", None
     else:
-        answer = await _answer(request, rid, checked)
+        answer = await audited(request, checked, await _answer(request, rid, checked))
         method, tool = checked.method, answer.tool
     record_call(request, tool)  # approval activity: an in-process counter, no I/O
     label = method if method in KNOWN_METHODS else "other"

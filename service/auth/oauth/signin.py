@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from aiohttp import hdrs, web
 
+from service.audit import oauth_events as audit
 from service.auth.oauth import signin_sessions, throttle
 from service.auth.oauth.clients import load_client
 from service.auth.oauth.metadata import (
@@ -124,6 +125,7 @@ async def signin(request: web.Request) -> web.Response:
     wait = await throttle.seconds_to_wait(pool, email, address)
     if wait:
         request.app[METRICS].auth_failed("other")
+        await audit.signin_failed(request, None, 429)
         minutes = max(1, (wait + 59) // 60)
         response = await _form(
             request, next_path, email=email, status=429,
@@ -142,11 +144,13 @@ async def signin(request: web.Request) -> web.Response:
     if row is None or stored is None or not ok:
         await throttle.record_failure(pool, email, address)
         request.app[METRICS].auth_failed("other")
+        await audit.signin_failed(request, row["id"] if row is not None else None, 401)
         return await _form(
             request, next_path, email=email, status=401,
             error="The email address or password is not correct.",
         )  # fmt: skip
     await throttle.clear_account(pool, email)
+    await audit.signed_in(request, row["id"])
     response = see_other(next_path)
     await signin_sessions.start_session(request, response, row["id"])
     return response

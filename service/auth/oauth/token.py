@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
+from service.audit import oauth_events as audit
 from service.auth.approvals import IssuedTokens, rotate_refresh_token
 from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.codes import redeem_code
@@ -109,10 +110,13 @@ async def token(request: web.Request) -> web.Response:
                         scopes=_asked_scopes(params),
                     )
                 except (GrantRefused, ScopeRefused) as err:
+                    await audit.refresh_refused(request, client_id, err)
                     raise OAuthError(err.error, err.message) from None
     except OAuthError as err:
         if err.error in ("invalid_grant", "invalid_client", "invalid_target"):
             app[METRICS].auth_failed(_failure_reason(err))
         return error_response(err)
     app[METRICS].token_issued(grant_type)
+    await audit.tokens_issued(request, grant_type, client_id, issued.approval_id,
+                              issued.account_id, issued.scope)  # fmt: skip
     return _answer(issued)
