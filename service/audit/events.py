@@ -44,8 +44,8 @@ OCSF_CLASSES: dict[str, tuple[int, int]] = {
 EVENT_TYPES = tuple(OCSF_CLASSES)
 
 
-class Actor(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
-    """Who acted. `confirmed`: false when the ids come from a verified token whose approval
+class Actor(msgspec.Struct, forbid_unknown_fields=True):
+    """Who acted (every field on every line; an id not known is null). `confirmed`: false when the ids come from a verified token whose approval
     was not (or no longer) confirmed, e.g. a call refused 401 for a revoked approval."""
 
     account_id: str | None = None

@@ -74,9 +74,10 @@ def _arguments(raw: object) -> tuple[Arguments, dict[str, Any]]:
     if isinstance(value, dict):
         for name in CLEAR_ARGUMENTS & value.keys():
             item = value[name]
-            if (isinstance(item, int) and not isinstance(item, bool)) or (
-                isinstance(item, str) and _PLAIN.match(item)
-            ):
+            if name == "limit":
+                if isinstance(item, int) and not isinstance(item, bool):
+                    clear[name] = item
+            elif isinstance(item, str) and _PLAIN.match(item):
                 clear[name] = item
     return Arguments(digest=arguments_digest(value), clear=clear), (
         value if isinstance(value, dict) else {}

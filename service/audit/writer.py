@@ -100,6 +100,10 @@ class AuditWriter:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, LONGEST_BACKOFF_SECONDS)
 
+    async def flushed(self) -> None:
+        """Return once every line queued so far is written."""
+        await self._queue.join()
+
     async def drain(self, seconds: float = DRAIN_SECONDS) -> None:
         """Write what is queued (within `seconds`), then stop the task and close the sink."""
         if self._task is not None:
