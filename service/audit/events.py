@@ -45,8 +45,9 @@ EVENT_TYPES = tuple(OCSF_CLASSES)
 
 
 class Actor(msgspec.Struct, forbid_unknown_fields=True):
-    """Who acted (every field on every line; an id not known is null). `confirmed`: false when the ids come from a verified token whose approval
-    was not (or no longer) confirmed, e.g. a call refused 401 for a revoked approval."""
+    """Who acted (every field on every line; an id not known is null). `confirmed`: false
+    when the ids come from a verified token whose approval was not (or no longer) confirmed,
+    e.g. a call refused 401 for a revoked approval."""
 
     account_id: str | None = None
     client_id: str | None = None

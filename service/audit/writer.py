@@ -54,7 +54,7 @@ class AuditMetrics:
 class AuditWriter:
     def __init__(self, cfg: Audit, sink: Sink, registry: CollectorRegistry | None = None) -> None:
         self._cfg = cfg
-        self._sink = sink
+        self.sink = sink
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(cfg.queue_lines)
         self._task: asyncio.Task[None] | None = None
         self.metrics = AuditMetrics(registry)
@@ -92,7 +92,7 @@ class AuditWriter:
         backoff = 0.05
         while True:
             try:
-                await self._sink.write(lines)
+                await self.sink.write(lines)
                 return
             except OSError as err:
                 self.metrics.sink_errors.inc()
@@ -116,4 +116,4 @@ class AuditWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self._sink.close()
+        await self.sink.close()
