@@ -121,6 +121,17 @@ async def approval_revoked(
     await record(request.app, line)
 
 
+async def approval_revoked_by_client(
+    request: web.Request, client_id: str, approval_id: uuid.UUID
+) -> None:
+    """Revoked by its client at /revoke (RFC 7009: one of its tokens, the whole family)."""
+    actor = Actor(client_id=client_id, approval_id=str(approval_id), confirmed=False)
+    target = Target(approval_id=str(approval_id), client_id=client_id)
+    outcome = Outcome("success", 200, reason="client")
+    line = event(APPROVAL_REVOKED, outcome, actor, target=target, context=context_of(request))
+    await record(request.app, line)
+
+
 async def approval_revoked_by_operator(cfg: Config, approval_id: uuid.UUID) -> None:
     """Revoked by `elova-mcp approve --revoke`: written to the configured sink ("stdout"
     is stderr there: the command's stdout is its answer) before the command answers. A

@@ -124,6 +124,16 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     )
     assert revoked.status == 303
 
+    # approval revoked by its client at /revoke (RFC 7009)
+    fourth = await oauth.code_for(account)
+    fourth_tokens = await (await oauth.exchange(fourth)).json()
+    secrets += [fourth["code"], fourth_tokens["access_token"], fourth_tokens["refresh_token"]]
+    by_client = await oauth.http.post(
+        "/revoke",
+        data={"token": fourth_tokens["refresh_token"], "client_id": fourth["reg"].client_id},
+    )
+    assert by_client.status == 200
+
     # approval revoked from the CLI (a third approval, through the operator command)
     third = await oauth.code_for(account, confidential)
     third_id = await oauth.pool.fetchval(
@@ -182,10 +192,14 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     assert reuse["outcome"]["result"] == "failure"
     assert reuse["target"]["approval_id"] == consent["target"]["approval_id"]
     revocations = by_type["approval.revoked"]
-    assert [(r["actor"]["via"], r["target"]["approval_id"]) for r in revocations] == [
-        ("http", str(approval_id)),
-        ("cli", str(third_id)),
+    assert [(r["actor"]["via"], r["outcome"]["reason"]) for r in revocations] == [
+        ("http", "user"),
+        ("http", "client"),
+        ("cli", "operator"),
     ]
+    assert revocations[0]["target"]["approval_id"] == str(approval_id)
+    assert revocations[1]["target"]["client_id"] == fourth["reg"].client_id
+    assert revocations[2]["target"]["approval_id"] == str(third_id)
     registered = [
         (r["target"]["client_id"], r["outcome"]["reason"]) for r in by_type["client.registered"]
     ]
