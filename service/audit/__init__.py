@@ -25,6 +25,7 @@ from service.client_address import client_address
 from service.errors import AuditUnavailable
 from service.keys import AUDIT, CONFIG, METRICS, REQUEST_ID
 from service.logs import current_request_id
+from service.metrics import Metrics
 from service.trace_ids import current_trace_ids
 
 
@@ -67,7 +68,10 @@ async def audit_refusals(request: web.Request, handler: Handler) -> web.StreamRe
 
 
 async def _writer_ctx(app: web.Application) -> AsyncIterator[None]:
-    writer = AuditWriter(app[CONFIG].audit, open_sink(app[CONFIG].audit), app[METRICS].registry)
+    metrics = app[METRICS]
+    # The audit metrics join the app's registry (a test may stand in for Metrics: then none).
+    registry = metrics.registry if isinstance(metrics, Metrics) else None
+    writer = AuditWriter(app[CONFIG].audit, open_sink(app[CONFIG].audit), registry)
     app[AUDIT] = writer
     writer.start()
     yield
