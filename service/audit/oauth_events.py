@@ -34,7 +34,13 @@ from service.audit.events import (
 from service.audit.sinks import open_sink
 from service.audit.writer import AuditWriter
 from service.config import Config
-from service.errors import CommandRefused, GrantRefused, RefreshReused, ScopeRefused
+from service.errors import (
+    CommandRefused,
+    GrantRefused,
+    OAuthError,
+    RefreshReused,
+    ScopeRefused,
+)
 
 SUCCESS = Outcome(result="success")
 
@@ -90,6 +96,15 @@ async def tokens_issued(
     )
     target = Target(scopes=scope.split(), approval_id=str(approval_id), client_id=client_id)
     line = event(kind, Outcome("success", 200), actor, target=target, context=context_of(request))
+    await record(request.app, line)
+
+
+async def code_refused(request: web.Request, client_id: str, err: OAuthError) -> None:
+    """A refused code exchange; a code used twice also revoked its approval (codes.py)."""
+    reason = err.error + (": approval revoked" if "revoked for safety" in err.description else "")
+    actor = Actor(client_id=client_id, confirmed=False)
+    outcome = _failure(err.status, reason)
+    line = event(CODE_EXCHANGED, outcome, actor, context=context_of(request))
     await record(request.app, line)
 
 

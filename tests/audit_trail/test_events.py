@@ -66,6 +66,9 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     secrets += [c.value for c in oauth.http.session.cookie_jar]
     exchanged = await oauth.exchange(got)
     assert exchanged.status == 200
+    bad_verifier = await oauth.code_for(account)  # a code redeemed with the wrong verifier
+    secrets += [bad_verifier["code"], bad_verifier["verifier"]]
+    assert (await oauth.exchange(bad_verifier, code_verifier="x" * 43)).status == 400
     issued = await exchanged.json()
     access, refresh = issued["access_token"], issued["refresh_token"]
     secrets += [access, refresh]
@@ -184,7 +187,12 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     consent = by_type["consent.granted"][0]
     assert sorted(consent["target"]["workspace_ids"]) == sorted(account.workspaces)
     assert consent["target"]["scopes"] == ["n8n:read", "workspaces:read"]
-    assert by_type["code.exchanged"][0]["actor"]["account_id"] == account.id
+    exchanges = by_type["code.exchanged"]
+    assert exchanges[0]["actor"]["account_id"] == account.id
+    assert exchanges[0]["outcome"] == {"result": "success", "http_status": 200}
+    assert exchanges[1]["outcome"] == {
+        "result": "failure", "http_status": 400, "reason": "invalid_grant"
+    }  # fmt: skip
     refreshed = by_type["token.refreshed"]
     assert refreshed[0]["outcome"]["result"] == "success"
     assert refreshed[0]["target"]["scopes"] == ["workspaces:read"]

@@ -89,16 +89,20 @@ async def token(request: web.Request) -> web.Response:
                     f"this server issues tokens only for {app[CONFIG].mcp_resource}",
                 )
             if grant_type == "authorization_code":
-                issued = await redeem_code(
-                    conn,
-                    app[TOKENS],
-                    code=_required(params, "code"),
-                    client_id=client_id,
-                    redirect_uri=single(params, "redirect_uri"),
-                    verifier=_required(params, "code_verifier"),
-                    resource=resource,
-                    our_resource=app[CONFIG].mcp_resource,
-                )
+                try:
+                    issued = await redeem_code(
+                        conn,
+                        app[TOKENS],
+                        code=_required(params, "code"),
+                        client_id=client_id,
+                        redirect_uri=single(params, "redirect_uri"),
+                        verifier=_required(params, "code_verifier"),
+                        resource=resource,
+                        our_resource=app[CONFIG].mcp_resource,
+                    )
+                except OAuthError as err:
+                    await audit.code_refused(request, client_id, err)
+                    raise
             else:
                 refresh = _required(params, "refresh_token")
                 try:
