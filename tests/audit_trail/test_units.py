@@ -133,3 +133,44 @@ async def test_a_full_queue_holds_the_caller_then_refuses() -> None:
     assert writer.metrics.waits._value.get() == 1
     assert writer.metrics.refused._value.get() == 1
     await writer.drain(0.1)
+
+
+async def test_tcp_sink_reconnects_to_a_restarted_collector() -> None:
+    from service.audit.sinks import SocketSink
+
+    received = bytearray()
+    connections: list[asyncio.StreamWriter] = []
+
+    async def take(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        while chunk := await reader.read(65536):
+            received.extend(chunk)
+        writer.close()
+
+    async def until(count: int) -> int:
+        for _ in range(100):
+            if len(audit_lines(received.decode())) >= count:
+                break
+            await asyncio.sleep(0.02)
+        return len(audit_lines(received.decode()))
+
+    server = await asyncio.start_server(take, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    sink = SocketSink(Audit(sink="tcp", target="127.0.0.1", port=port))
+    line = encode_line(event("signin.succeeded", Outcome("success"), Actor()))
+    await sink.write(line)
+    assert await until(1) == 1
+    server.close()
+    for connection in connections:
+        connection.close()
+    await server.wait_closed()
+    with pytest.raises(OSError):  # the collector is gone: the write fails (and is retried)
+        for _ in range(50):
+            await sink.write(line)
+            await asyncio.sleep(0.02)
+    server = await asyncio.start_server(take, "127.0.0.1", port)
+    await sink.write(line)  # on a new connection
+    assert await until(2) == 2
+    await sink.close()
+    server.close()
+    await server.wait_closed()
