@@ -94,9 +94,9 @@ class AuditWriter:
             try:
                 await self.sink.write(lines)
                 return
-            except OSError as err:
+            except Exception as err:  # whatever the sink raised: the batch is kept
                 self.metrics.sink_errors.inc()
-                log.warning("audit sink write failed, retrying: %s", err)
+                log.warning("audit sink write failed, retrying: %r", err)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, LONGEST_BACKOFF_SECONDS)
 

@@ -174,3 +174,12 @@ async def test_tcp_sink_reconnects_to_a_restarted_collector() -> None:
     await sink.close()
     server.close()
     await server.wait_closed()
+
+
+def test_context_carries_the_trace_of_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    import service.audit
+
+    assert service.audit.context_of(None).trace_id is None  # not traced: no ids
+    monkeypatch.setattr(service.audit, "current_trace_ids", lambda: ("a" * 32, "b" * 16))
+    context = service.audit.context_of(None)
+    assert (context.trace_id, context.span_id) == ("a" * 32, "b" * 16)
