@@ -202,3 +202,21 @@ async def test_stdout_of_a_serve_process_carries_the_audit_lines(test_database: 
     access = [json.loads(raw) for raw in output.splitlines() if '"event": "http_request"' in raw]
     assert len([a for a in access if a["path"] == "/mcp"]) == len(calls)
     assert issued.access_token not in output and issued.refresh_token not in output
+
+
+async def test_a_call_the_store_could_not_answer_has_its_503_line(
+    aiohttp_client: Any, make_config: Callable[..., Config], tmp_path: Path
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    client, token = await _app(aiohttp_client, make_config, AUDIT_SINK=f"file:{path}")
+    await client.app[DB_POOL].close()  # PostgreSQL out of reach for this replica
+    body, headers = tool_call("get_many_workspaces", {"limit": 2}, token=token)
+    async with client.post("/mcp", json=body, headers=headers) as resp:
+        assert resp.status == 503
+    await client.app[AUDIT].flushed()
+    (line,) = audit_lines(path.read_text())
+    assert line["outcome"] == {
+        "result": "failure", "http_status": 503, "jsonrpc_code": -32600
+    }  # fmt: skip
+    assert line["target"]["tool"] == "get_many_workspaces"
+    assert line["arguments"]["clear"] == {"limit": 2}
