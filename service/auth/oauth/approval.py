@@ -294,8 +294,10 @@ async def decide(request: web.Request) -> web.Response:
         field = getattr(err, "field", "workspaces" if "workspace" in err.message else None)
         return await show(request, req, session, chosen=chosen, status=400,
                           error=_sentence(err), error_field=field)  # fmt: skip
-    await audit.consent_granted(request, session.account_id, granted.id, granted.client_id,
-                                granted.workspace_ids, granted.scopes)  # fmt: skip
+    await audit.consent_granted(
+        request, session.account_id, granted.id, granted.client_id, granted.workspace_ids,
+        granted.scopes,
+    )  # fmt: skip
     location = redirect_to(req.redirect_uri, {"code": code}, req.state, cfg.issuer)
     return see_other(location, form_targets=targets)
 
