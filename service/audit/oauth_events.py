@@ -26,6 +26,7 @@ from service.audit.events import (
     SIGNIN_SUCCEEDED,
     TOKEN_REFRESHED,
     Actor,
+    AuditEvent,
     Outcome,
     Target,
     encode_line,
@@ -148,17 +149,46 @@ async def approval_revoked_by_client(
 
 
 async def approval_revoked_by_operator(cfg: Config, approval_id: uuid.UUID) -> None:
-    """Revoked by `elova-mcp approve --revoke`: written to the configured sink ("stdout"
-    is stderr there: the command's stdout is its answer) before the command answers. A
-    sink that stays unwritable for ELOVA_AUDIT_WAIT_SECONDS makes the command fail (the
-    approval is revoked all the same: the operator is told the line is missing)."""
+    """Revoked by `elova-mcp approve --revoke`."""
     line = event(
         APPROVAL_REVOKED,
         Outcome("success", reason="operator"),
         Actor(via="cli"),
         target=Target(approval_id=str(approval_id)),
     )
-    sink = open_sink(cfg.audit, command=True)
+    await _write_from_command(cfg, line, f"approval {approval_id} is revoked")
+
+
+async def consent_granted_by_operator(
+    cfg: Config,
+    account_id: uuid.UUID,
+    approval_id: uuid.UUID,
+    client_id: str,
+    workspace_ids: Iterable[uuid.UUID],
+    scope: str,
+) -> None:
+    """Granted by `elova-mcp approve` for an account (its tokens printed to the operator)."""
+    actor = Actor(account_id=str(account_id), client_id=client_id, approval_id=str(approval_id),
+                  via="cli")  # fmt: skip
+    target = Target(
+        workspace_ids=[str(w) for w in workspace_ids],
+        scopes=sorted(scope.split()),
+        client_id=client_id,
+        approval_id=str(approval_id),
+    )
+    line = event(CONSENT_GRANTED, Outcome("success", reason="operator"), actor, target=target)
+    await _write_from_command(cfg, line, f"approval {approval_id} is granted")
+
+
+async def _write_from_command(cfg: Config, line: AuditEvent, done: str) -> None:
+    """A command's line, written to the configured file or socket sink before the command
+    answers. With the `stdout` sink there is none: a command's stdout is its answer and its
+    stderr its refusal, and neither reaches the service's log collector. A sink that stays
+    unwritable for ELOVA_AUDIT_WAIT_SECONDS makes the command fail, saying what was done
+    all the same."""
+    if cfg.audit.sink == "stdout":
+        return
+    sink = open_sink(cfg.audit)
     try:
         async with asyncio.timeout(cfg.audit.wait_seconds):
             while True:
@@ -169,8 +199,8 @@ async def approval_revoked_by_operator(cfg: Config, approval_id: uuid.UUID) -> N
                     await asyncio.sleep(0.1)
     except TimeoutError:
         raise CommandRefused(
-            f"approval {approval_id} is revoked, but its audit line could not be written"
-            f" to the {cfg.audit.sink} sink (ELOVA_AUDIT_SINK)"
+            f"{done}, but its audit line could not be written to the {cfg.audit.sink} sink"
+            " (ELOVA_AUDIT_SINK)"
         ) from None
     finally:
         await sink.close()

@@ -25,9 +25,8 @@ class Sink(Protocol):
 
 
 class StreamSink:
-    """stdout (a serving process, beside the request log) or stderr (a command, whose
-    stdout is its answer). Written from the event loop's thread, as the log handler is,
-    so an audit line and a log line never interleave."""
+    """stdout, beside the request log. Written from the event loop's thread, as the log
+    handler is, so an audit line and a log line never interleave."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -105,11 +104,10 @@ class SocketSink:
                 await writer.wait_closed()
 
 
-def open_sink(cfg: Audit, *, command: bool = False) -> Sink:
-    """The sink ELOVA_AUDIT_SINK names. `command`: a CLI run, whose stdout is its answer, so
-    "stdout" means stderr there."""
+def open_sink(cfg: Audit) -> Sink:
+    """The sink ELOVA_AUDIT_SINK names."""
     if cfg.sink == "stdout":
-        return StreamSink(sys.stderr if command else sys.stdout)
+        return StreamSink(sys.stdout)
     if cfg.sink == "file":
         return FileSink(cfg.target)
     return SocketSink(cfg)

@@ -4,6 +4,7 @@ validated against docs/audit/audit-event.v1.schema.json; nothing secret in any l
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import uuid
@@ -29,11 +30,12 @@ async def _call(oauth: OAuth, token: str | None, name: str, arguments: Any) -> A
     return await oauth.http.post("/mcp", json=body, headers=bearer(headers, token))
 
 
-async def _revoke_with_cli(cfg: Config, approval_id: str, sink: str) -> tuple[int, str, str]:
+async def _cli(cfg: Config, sink: str, *args: str) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ELOVA_")}
     env |= {"ELOVA_DATABASE_URL": cfg.database_url, "ELOVA_AUDIT_SINK": sink}
+    env |= {"ELOVA_PUBLIC_URL": cfg.public_url, "ELOVA_SIGNING_KEY": cfg.signing_key_pem.decode()}
     proc = await asyncio.create_subprocess_exec(
-        str(ELOVA), "approve", "--revoke", approval_id, env=env,
+        str(ELOVA), "approve", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await proc.communicate()
@@ -137,13 +139,14 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     )
     assert by_client.status == 200
 
-    # approval revoked from the CLI (a third approval, through the operator command)
-    third = await oauth.code_for(account, confidential)
-    third_id = await oauth.pool.fetchval(
-        "SELECT id FROM approvals WHERE client_id = $1", confidential.client_id
-    )
-    secrets.append(third["code"])
-    code, out, err = await _revoke_with_cli(oauth.cfg, str(third_id), f"file:{audit_file}")
+    # consent granted and approval revoked from the CLI (`elova-mcp approve`)
+    sink = f"file:{audit_file}"
+    code, out, err = await _cli(oauth.cfg, sink, "--account", account.email, "--workspace", ws)
+    assert code == 0, err
+    third = json.loads(out)
+    secrets += [third["accessToken"], third["refreshToken"]]
+    third_id = third["approvalId"]
+    code, out, err = await _cli(oauth.cfg, sink, "--revoke", third_id)
     assert code == 0, err
 
     lines = await _read(oauth, audit_file)
@@ -184,6 +187,10 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     failed = by_type["signin.failed"]
     assert [f["actor"]["account_id"] for f in failed] == [account.id, None]
     assert by_type["signin.succeeded"][0]["actor"]["account_id"] == account.id
+    by_operator = [c for c in by_type["consent.granted"] if c["actor"]["via"] == "cli"]
+    assert [c["target"]["approval_id"] for c in by_operator] == [third_id]
+    assert by_operator[0]["actor"]["account_id"] == account.id
+    assert by_operator[0]["target"]["workspace_ids"] == [ws]
     consent = by_type["consent.granted"][0]
     assert sorted(consent["target"]["workspace_ids"]) == sorted(account.workspaces)
     assert consent["target"]["scopes"] == ["n8n:read", "workspaces:read"]
@@ -207,7 +214,7 @@ async def test_every_event_type_is_one_valid_line_without_secrets(
     ]
     assert revocations[0]["target"]["approval_id"] == str(approval_id)
     assert revocations[1]["target"]["client_id"] == fourth["reg"].client_id
-    assert revocations[2]["target"]["approval_id"] == str(third_id)
+    assert revocations[2]["target"]["approval_id"] == third_id
     registered = [
         (r["target"]["client_id"], r["outcome"]["reason"]) for r in by_type["client.registered"]
     ]
