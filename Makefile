@@ -57,7 +57,7 @@ UNIT_TESTS := tests/test_config.py tests/test_crypto.py tests/test_shedding.py \
 	tests/ux/test_docs.py tests/ux/test_tools_doc.py \
 	tests/ux/test_no_shared_refs.py tests/ux/test_rewrite_shared_refs.py \
 	tests/test_migration_rule.py tests/oauth/test_hosts.py tests/test_client_address.py \
-	tests/test_tracing_units.py
+	tests/test_tracing_units.py tests/audit_trail/test_units.py
 
 check: install
 	$(BIN)/ruff check service tests

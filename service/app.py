@@ -16,6 +16,7 @@ def wall_clock() -> datetime:
 
 def create_app(cfg: Config) -> web.Application:
     from service import connections, health, shedding
+    from service.audit import setup_audit
     from service.auth import setup_auth
     from service.bad_input import setup_bad_input
     from service.limits import setup_limits
@@ -31,6 +32,7 @@ def create_app(cfg: Config) -> web.Application:
     app[CLOCK] = wall_clock
     setup_metrics(app)  # first: every later resource may record into it
     setup_request_log(app)  # request ids and the access line, outermost middleware
+    setup_audit(app)  # the audit writer (drained last at shutdown); 503 when it is full
     connections.setup_reading(app)  # the body deadline, before anything reads a body
     shedding.setup_shedding(app)  # overloaded: 503 at once, before auth and the database
     setup_tracing(app)  # before the pools: their connections record statements when traced

@@ -25,12 +25,15 @@ refusals that the approval page, the token endpoint and `elova-mcp approve` answ
     │   ├── NotFound             NOT_FOUND (not granted, or not in that workspace)
     │   ├── CursorStale          MCP_CURSOR_STALE (fixed text)
     │   ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
+    │   │   └── AuditUnavailable an audit line found no room in the queue in time
+    │   │                        (service/audit/writer.py): the request is refused 503
     │   └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
     ├── ApprovalRefused          an approval that cannot be granted as asked
     │   │                        (approvals.py, the approval form, `elova-mcp approve`)
     │   ├── ApprovalLimitReached the account has the most active approvals
     │   └── FieldRefused         about one choice of the approval form (shown next to it)
     ├── GrantRefused             a refresh token that buys nothing: OAuth invalid_grant
+    │   └── RefreshReused        a used one again: its approval was revoked (audited)
     └── ScopeRefused             a refresh asking for more than the approval: invalid_scope
 
 Outside that tree, and never answered on /mcp:
@@ -263,6 +266,14 @@ class Unavailable(ToolError):
     retryable = True
 
 
+class AuditUnavailable(Unavailable):
+    """The audit queue stayed full past ELOVA_AUDIT_WAIT_SECONDS (the sink is down or too
+    slow): the request that needed a line is answered 503, never without its line."""
+
+    def __init__(self) -> None:
+        super().__init__("the audit trail is not keeping up; retry shortly", retry_after_seconds=1)
+
+
 class DeadlineExceeded(ToolError):
     code = "DEADLINE_EXCEEDED"
     retryable = True
@@ -291,6 +302,14 @@ class GrantRefused(ElovaError):
     """A refresh token that buys nothing (OAuth `invalid_grant`)."""
 
     error = "invalid_grant"
+
+
+class RefreshReused(GrantRefused):
+    """A used refresh token presented again: its approval (the token family) was revoked."""
+
+    def __init__(self, message: str, approval_id: Any) -> None:
+        super().__init__(message)
+        self.approval_id = approval_id
 
 
 class ScopeRefused(ElovaError):

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import RedisCluster
 
+    from service.audit.writer import AuditWriter
     from service.auth.activity_counts import ActivityRecorder
     from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
@@ -40,6 +41,7 @@ APPROVAL_READS: web.AppKey[ApprovalReads] = web.AppKey("approval_reads")
 CURSORS: web.AppKey[CursorCodec] = web.AppKey("cursors")
 ADMISSION: web.AppKey[Admission] = web.AppKey("admission")
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
+AUDIT: web.AppKey[AuditWriter] = web.AppKey("audit")
 SESSIONS: web.AppKey[SessionStore] = web.AppKey("sessions")
 # Whether this replica is overloaded (event-loop lag, requests in flight): load shedding.
 OVERLOAD: web.AppKey[Overload] = web.AppKey("overload")

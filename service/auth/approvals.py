@@ -21,7 +21,13 @@ import asyncpg
 
 from service.auth.caller import ALL_SCOPES
 from service.auth.tokens import TokenService, hash_refresh_token, new_refresh_token
-from service.errors import ApprovalLimitReached, ApprovalRefused, GrantRefused, ScopeRefused
+from service.errors import (
+    ApprovalLimitReached,
+    ApprovalRefused,
+    GrantRefused,
+    RefreshReused,
+    ScopeRefused,
+)
 
 EXPIRY_CHOICES = {"1d": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_WORKSPACES = 50
@@ -47,6 +53,7 @@ class IssuedTokens:
     refresh_token: str
     expires_in: int
     scope: str
+    account_id: uuid.UUID | None = None  # whose approval (for the audit trail)
 
 
 def parse_scopes(raw: str | Iterable[str]) -> tuple[str, ...]:
@@ -209,7 +216,9 @@ async def issue_tokens(
         generation=approval.generation,
         not_after=approval.expires_at.timestamp(),
     )
-    return IssuedTokens(approval.id, access, refresh, expires_in, " ".join(carried))
+    return IssuedTokens(
+        approval.id, access, refresh, expires_in, " ".join(carried), approval.account_id
+    )
 
 
 # What redeeming a grant (refresh token here, authorization code in oauth/codes.py) reads
@@ -268,8 +277,9 @@ async def rotate_refresh_token(
             refusal = GrantRefused("the approval was revoked")
         elif state["used"]:
             await _revoke(conn, approval["id"], "refresh_reuse")
-            refusal = GrantRefused(
-                "the refresh token was already used; the approval is revoked for safety"
+            refusal = RefreshReused(
+                "the refresh token was already used; the approval is revoked for safety",
+                approval["id"],
             )
         elif approval["expired"] or state["expired"]:
             refusal = GrantRefused("the approval has expired")

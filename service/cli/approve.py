@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
+from service.audit.oauth_events import approval_revoked_by_operator, consent_granted_by_operator
 from service.auth.approval_listing import list_active_approvals
 from service.auth.approvals import (
     IssuedTokens,
@@ -214,6 +215,7 @@ async def _command(conn: asyncpg.Connection, cfg: Config, args: argparse.Namespa
         approval_id = _parse_uuid(args.revoke, "approval")
         if not await revoke_approval(conn, approval_id, reason="operator"):
             raise ApprovalRefused(f"no unrevoked approval with id {approval_id}")
+        await approval_revoked_by_operator(cfg, approval_id)
         return {"approvalId": str(approval_id), "revoked": True}
     if args.list:
         account_id = await _account_id(conn, args.account)
@@ -228,9 +230,15 @@ async def _command(conn: asyncpg.Connection, cfg: Config, args: argparse.Namespa
         client_name=args.client_name or DEFAULT_CLIENT_NAME,
         client_id=args.client_id,
     )
+    client_id = await approval_client_id(conn, issued.approval_id)
+    workspaces = [_parse_uuid(w, "workspace") for w in args.workspace]
+    assert issued.account_id is not None
+    await consent_granted_by_operator(
+        cfg, issued.account_id, issued.approval_id, client_id, workspaces, issued.scope
+    )
     return ApproveOutput(
         approval_id=str(issued.approval_id),
-        client_id=await approval_client_id(conn, issued.approval_id),
+        client_id=client_id,
         access_token=issued.access_token,
         refresh_token=issued.refresh_token,
         expires_in=issued.expires_in,

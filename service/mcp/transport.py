@@ -17,6 +17,7 @@ from aiohttp import hdrs, web
 
 from service import headers as h
 from service import tracing
+from service.audit.tool_calls import audited
 from service.auth.activity import record_call
 from service.auth.authorization import Authorization
 from service.auth.bearer import verify
@@ -86,7 +87,7 @@ async def post(request: web.Request, rid: str) -> Answer:
         answer, method, tool = checked, "", None
     else:
         try:
-            answer = await _answer(request, rid, checked)
+            answer = await audited(request, checked, await _answer(request, rid, checked))
         except BaseException as err:  # cancelled: the client went away
             if span is not None:
                 span.abandon(err)

@@ -24,10 +24,12 @@ from urllib.parse import urlsplit
 import asyncpg
 from aiohttp import web
 
+from service.audit import oauth_events as audit
 from service.auth.approvals import (
     EXPIRY_CHOICES,
     MAX_ACTIVE_APPROVALS,
     MAX_WORKSPACES,
+    Approval,
     grant_approval,
 )
 from service.auth.caller import N8N_READ, WORKSPACES_READ
@@ -281,7 +283,7 @@ async def decide(request: web.Request) -> web.Response:
         return await show(request, req, session, chosen=chosen, status=400,
                           error="Choose Approve or Deny.")  # fmt: skip
     try:
-        code = await _grant(pool, req, session, chosen)
+        code, granted = await _grant(pool, req, session, chosen)
     except ClientGone:
         request.app[METADATA_CLIENTS].forget(req.client.client_id)
         return error_page(request, "This application is no longer registered", EXPIRED_CLIENT)
@@ -292,13 +294,17 @@ async def decide(request: web.Request) -> web.Response:
         field = getattr(err, "field", "workspaces" if "workspace" in err.message else None)
         return await show(request, req, session, chosen=chosen, status=400,
                           error=_sentence(err), error_field=field)  # fmt: skip
+    await audit.consent_granted(
+        request, session.account_id, granted.id, granted.client_id, granted.workspace_ids,
+        granted.scopes,
+    )  # fmt: skip
     location = redirect_to(req.redirect_uri, {"code": code}, req.state, cfg.issuer)
     return see_other(location, form_targets=targets)
 
 
 async def _grant(
     pool: asyncpg.Pool, req: AuthorizationRequest, session: SignedIn, chosen: dict[str, Any]
-) -> str:
+) -> tuple[str, Approval]:
     """The approval as chosen and its code, in one transaction that first marks the client
     as authorized (ClientGone when the retention sweep deleted it meanwhile)."""
     workspace_ids = _check_choices(req, chosen)
@@ -313,7 +319,7 @@ async def _grant(
             scopes=chosen["scopes"],
             expires=chosen["expires"],
         )
-        return await issue_code(conn, req, granted)
+        return await issue_code(conn, req, granted), granted
 
 
 def _sentence(err: ApprovalRefused) -> str:

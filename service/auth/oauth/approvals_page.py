@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
+from service.audit.oauth_events import approval_revoked
 from service.auth.activity import flush_now, read_approval_activity
 from service.auth.approvals import MAX_ACTIVE_APPROVALS, revoke_approval
 from service.auth.oauth.clients import redirect_host
@@ -190,4 +191,5 @@ async def revoke(request: web.Request) -> web.Response:
             await revoke_approval(conn, approval_id, reason="user")
     if not mine:
         return _no_such_approval(request)
+    await approval_revoked(request, session.account_id, approval_id)
     return see_other(f"{APPROVALS_PATH}?revoked=1")

@@ -37,6 +37,8 @@ import asyncpg
 import msgspec
 from aiohttp import hdrs
 
+from service.audit.oauth_events import client_registered
+from service.audit.writer import AuditWriter
 from service.auth.oauth.cimd_fetch import fetch_document, new_session
 from service.auth.oauth.client_metadata import (
     INFORMATION,
@@ -180,14 +182,17 @@ _UPSERT = f"""
         redirect_uris = EXCLUDED.redirect_uris, scope = EXCLUDED.scope,
         metadata = EXCLUDED.metadata, document_fetched_at = now()
      WHERE oauth_clients.kind = 'metadata'
-    RETURNING {CLIENT_COLUMNS}
+    RETURNING {CLIENT_COLUMNS}, (xmax = 0) AS first_stored
 """
 
 
 class MetadataClients:
     """The per-process cache of accepted (and refused) documents, and the fetch session."""
 
-    def __init__(self, *, allow_private: bool, ceiling_seconds: float) -> None:
+    def __init__(
+        self, *, allow_private: bool, ceiling_seconds: float, audit: AuditWriter | None = None
+    ) -> None:
+        self.audit = audit  # the audit trail: a client first stored is a client registered
         self.allow_private = allow_private
         self.ceiling = ceiling_seconds
         self._session = new_session(allow_private=allow_private)
@@ -245,6 +250,8 @@ class MetadataClients:
         )
         if row is None:  # the id belongs to a client of another kind
             return FetchRefused("this client id is already taken by another client")
+        if row["first_stored"] and self.audit is not None:
+            await client_registered(self.audit, None, url, "metadata")
         client = client_of(row)
         ttl = cache_seconds(fetched.headers, self.ceiling)
         if ttl > 0:

@@ -21,7 +21,7 @@ from aiohttp import web
 from service.auth.oauth.cimd import MetadataClients, is_metadata_client_id
 from service.auth.oauth.clients import Client, load_client
 from service.errors import FetchRefused
-from service.keys import CONFIG, METADATA_CLIENTS
+from service.keys import AUDIT, CONFIG, METADATA_CLIENTS
 
 
 async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -29,6 +29,7 @@ async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:
     app[METADATA_CLIENTS] = MetadataClients(
         allow_private=cfg.oauth_cimd_allow_private,
         ceiling_seconds=float(cfg.oauth_cimd_cache_max_seconds),
+        audit=app.get(AUDIT),
     )
     yield
     await app[METADATA_CLIENTS].close()

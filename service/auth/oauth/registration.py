@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 from aiohttp import hdrs, web
 
+from service.audit.oauth_events import client_registered
 from service.auth.oauth.client_metadata import (
     INFORMATION,
     MAX_DOCUMENT_BYTES,
@@ -47,7 +48,7 @@ from service.auth.oauth.names import DEFAULT_CLIENT_NAME, clean_client_name, reg
 from service.auth.oauth.responses import error_response, json_response
 from service.client_address import client_address
 from service.errors import RegistrationRefused
-from service.keys import DB_POOL, METRICS, REGISTRATION_LIMIT
+from service.keys import AUDIT, DB_POOL, METRICS, REGISTRATION_LIMIT
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 APPLICATION_TYPES = ("web", "native")
@@ -197,6 +198,7 @@ async def register(request: web.Request) -> web.Response:
         scope,
         msgspec.json.encode(kept).decode(),
     )
+    await client_registered(request.app.get(AUDIT), request, client_id, "dynamic")
     body: dict[str, Any] = {
         "client_id": client_id,
         "client_id_issued_at": issued_at,

@@ -14,6 +14,7 @@ import uuid
 import asyncpg
 from aiohttp import web
 
+from service.audit.oauth_events import approval_revoked_by_client
 from service.auth.approvals import revoke_approval
 from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.responses import (
@@ -59,21 +60,24 @@ async def revoke(request: web.Request) -> web.Response:
             )
         async with request.app[DB_POOL].acquire() as conn:
             client_id = (await authenticated_client(request, params, conn)).client_id
-            await _revoke(conn, request.app[TOKENS], token, client_id)
+            revoked = await _revoke(conn, request.app[TOKENS], token, client_id)
     except OAuthError as err:
         return error_response(err)
+    if revoked is not None:
+        await approval_revoked_by_client(request, client_id, revoked)
     return json_response({})
 
 
 async def _revoke(
     conn: asyncpg.Connection, tokens: TokenService, token: str, client_id: str
-) -> None:
+) -> uuid.UUID | None:
+    """The approval this revoked (None: nothing changed)."""
     found = await _family_of_refresh(conn, token)
     owner: str | None = None
     if found is None:
         access = _family_of_access(tokens, token)
         if access is None:
-            return
+            return None
         approval_id, generation, owner = access
     else:
         approval_id, generation = found
@@ -82,8 +86,11 @@ async def _revoke(
             "SELECT client_id, generation FROM approvals WHERE id = $1 FOR UPDATE", approval_id
         )
         if row is None:
-            return
+            return None
         if row["client_id"] != client_id or (owner is not None and owner != client_id):
             raise OAuthError("invalid_request", "the token was not issued to this client")
-        if row["generation"] == generation:
-            await revoke_approval(conn, approval_id, reason="client")
+        if row["generation"] == generation and await revoke_approval(
+            conn, approval_id, reason="client"
+        ):
+            return approval_id
+    return None

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from aiohttp import hdrs, web
 
+from service.audit import oauth_events as audit
 from service.auth.oauth import signin_sessions, throttle
 from service.auth.oauth.clients import load_client
 from service.auth.oauth.metadata import (
@@ -136,6 +137,7 @@ async def signin(request: web.Request) -> web.Response:
     if held.seconds:
         request.app[METRICS].auth_failed("other")
         annotate(request, signin_hold=held.reason)
+        await audit.signin_failed(request, None, 429)
         response = await _form(
             request, next_path, email=email, status=429,
             error=f"Too many failed sign-ins. Try again in {try_again_in(held.seconds)}.",
@@ -152,11 +154,13 @@ async def signin(request: web.Request) -> web.Response:
     if row is None or stored is None or not ok:
         await throttle.record_failure(pool, cfg.signin_throttle, email, address)
         request.app[METRICS].auth_failed("other")
+        await audit.signin_failed(request, row["id"] if row is not None else None, 401)
         return await _form(
             request, next_path, email=email, status=401,
             error="The email address or password is not correct.",
         )  # fmt: skip
     await throttle.record_success(pool, email, address)
+    await audit.signed_in(request, row["id"])
     response = see_other(next_path)
     await signin_sessions.start_session(request, response, row["id"])
     return response

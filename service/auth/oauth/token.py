@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
+from service.audit import oauth_events as audit
 from service.auth.approvals import IssuedTokens, rotate_refresh_token
 from service.auth.oauth.client_auth import authenticated_client
 from service.auth.oauth.codes import redeem_code
@@ -88,16 +89,20 @@ async def token(request: web.Request) -> web.Response:
                     f"this server issues tokens only for {app[CONFIG].mcp_resource}",
                 )
             if grant_type == "authorization_code":
-                issued = await redeem_code(
-                    conn,
-                    app[TOKENS],
-                    code=_required(params, "code"),
-                    client_id=client_id,
-                    redirect_uri=single(params, "redirect_uri"),
-                    verifier=_required(params, "code_verifier"),
-                    resource=resource,
-                    our_resource=app[CONFIG].mcp_resource,
-                )
+                try:
+                    issued = await redeem_code(
+                        conn,
+                        app[TOKENS],
+                        code=_required(params, "code"),
+                        client_id=client_id,
+                        redirect_uri=single(params, "redirect_uri"),
+                        verifier=_required(params, "code_verifier"),
+                        resource=resource,
+                        our_resource=app[CONFIG].mcp_resource,
+                    )
+                except OAuthError as err:
+                    await audit.code_refused(request, client_id, err)
+                    raise
             else:
                 refresh = _required(params, "refresh_token")
                 try:
@@ -109,10 +114,13 @@ async def token(request: web.Request) -> web.Response:
                         scopes=_asked_scopes(params),
                     )
                 except (GrantRefused, ScopeRefused) as err:
+                    await audit.refresh_refused(request, client_id, err)
                     raise OAuthError(err.error, err.message) from None
     except OAuthError as err:
         if err.error in ("invalid_grant", "invalid_client", "invalid_target"):
             app[METRICS].auth_failed(_failure_reason(err))
         return error_response(err)
     app[METRICS].token_issued(grant_type)
+    await audit.tokens_issued(request, grant_type, client_id, issued.approval_id,
+                              issued.account_id, issued.scope)  # fmt: skip
     return _answer(issued)

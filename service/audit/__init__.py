@@ -1,0 +1,84 @@
+"""The audit trail: one JSON line per tool call and per OAuth and approval event, on its own
+stream (docs/operations.md, Audit trail; schema docs/audit/audit-event.v1.schema.json).
+
+    events.py        the event Structs (schema elova.audit/1), the arguments digest
+    sinks.py         stdout, an appended file, a unix or TCP socket
+    writer.py        the bounded queue, the writer task, back-pressure, drain, metrics
+    tool_calls.py    the line of one tools/call, whatever its outcome
+    oauth_events.py  sign-in, consent, code exchange, refresh, reuse, revocation, clients
+
+`setup_audit` starts the writer with the app and drains it at shutdown; `audit_refusals`
+answers 503 for a request whose line found no room in time (never an answer without its
+line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import hdrs, web
+
+from service.audit.events import AuditEvent, Context
+from service.audit.sinks import open_sink
+from service.audit.writer import AuditWriter
+from service.client_address import client_address
+from service.errors import AuditUnavailable
+from service.keys import AUDIT, CONFIG, METRICS, REQUEST_ID
+from service.logs import current_request_id
+from service.metrics import Metrics
+from service.trace_ids import current_trace_ids
+
+
+def context_of(request: web.Request | None) -> Context:
+    """Request id, trace and span ids and client address of the event being recorded."""
+    ids = current_trace_ids()
+    trace_id, span_id = ids if ids is not None else (None, None)
+    if request is None:
+        return Context(request_id=current_request_id(), trace_id=trace_id, span_id=span_id)
+    return Context(
+        request_id=request.get(REQUEST_ID) or current_request_id(),
+        trace_id=trace_id,
+        span_id=span_id,
+        client_address=client_address(request),
+    )
+
+
+async def record(app: web.Application, line: AuditEvent) -> None:
+    """Queue the line on the app's writer (AuditUnavailable when no room in time). An app
+    assembled without `setup_audit` (a test composing parts of the service) has none."""
+    writer = app.get(AUDIT)
+    if writer is not None:
+        await writer.record(line)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def audit_refusals(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """An OAuth or page request whose audit line found no room in time: 503, Retry-After."""
+    try:
+        return await handler(request)
+    except AuditUnavailable as err:
+        return web.json_response(
+            {"error": "temporarily_unavailable", "error_description": err.message},
+            status=503,
+            headers={hdrs.RETRY_AFTER: str(err.retry_after_seconds or 1)},
+        )
+
+
+async def _writer_ctx(app: web.Application) -> AsyncIterator[None]:
+    metrics = app[METRICS]
+    # The audit metrics join the app's registry (a test may stand in for Metrics: then none).
+    registry = metrics.registry if isinstance(metrics, Metrics) else None
+    writer = AuditWriter(app[CONFIG].audit, open_sink(app[CONFIG].audit), registry)
+    app[AUDIT] = writer
+    writer.start()
+    yield
+    await writer.drain()
+
+
+def setup_audit(app: web.Application) -> None:
+    """The writer (started with the app, drained at shutdown) and the 503 middleware."""
+    app.cleanup_ctx.append(_writer_ctx)
+    app.middlewares.append(audit_refusals)

@@ -1,0 +1,153 @@
+"""The audit event: what one line of the audit trail says, as msgspec Structs.
+
+The shape is schema `elova.audit/1` (docs/audit/audit-event.v1.schema.json; the mapping onto
+OCSF is in docs/operations.md, Audit trail). Every line names its schema, so a reader can
+tell a line of another version, and an audit line from a request-log line on a shared
+stdout. Nothing secret is ever a field: no token, code, password, cookie, client secret or
+email; an account is its id, a call's arguments are a digest plus the few that identify
+nobody (period, status, limit, time zone, lifecycle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+SCHEMA = "elova.audit/1"
+
+# The event types, each with its OCSF class and activity (docs/operations.md).
+TOOL_CALL = "tool.call"
+SIGNIN_SUCCEEDED = "signin.succeeded"
+SIGNIN_FAILED = "signin.failed"
+CONSENT_GRANTED = "consent.granted"
+CODE_EXCHANGED = "code.exchanged"
+TOKEN_REFRESHED = "token.refreshed"
+REFRESH_REUSED = "refresh.reused"
+APPROVAL_REVOKED = "approval.revoked"
+CLIENT_REGISTERED = "client.registered"
+
+# type → (OCSF class_uid, activity_id)
+OCSF_CLASSES: dict[str, tuple[int, int]] = {
+    TOOL_CALL: (6003, 2),  # API Activity: Read
+    SIGNIN_SUCCEEDED: (3002, 1),  # Authentication: Logon
+    SIGNIN_FAILED: (3002, 1),
+    CONSENT_GRANTED: (3003, 1),  # Authorize Session: Assign Privileges
+    CODE_EXCHANGED: (3002, 4),  # Authentication: Service Ticket Request
+    TOKEN_REFRESHED: (3002, 5),  # Authentication: Service Ticket Renew
+    REFRESH_REUSED: (3002, 5),
+    APPROVAL_REVOKED: (3001, 99),  # Account Change: Other
+    CLIENT_REGISTERED: (6003, 1),  # API Activity: Create
+}
+EVENT_TYPES = tuple(OCSF_CLASSES)
+
+
+class Actor(msgspec.Struct, forbid_unknown_fields=True):
+    """Who acted (every field on every line; an id not known is null). `confirmed`: false
+    when the ids come from a verified token whose approval was not (or no longer) confirmed,
+    e.g. a call refused 401 for a revoked approval."""
+
+    account_id: str | None = None
+    client_id: str | None = None
+    approval_id: str | None = None
+    confirmed: bool = True
+    via: str = "http"  # "http" (a request) or "cli" (an operator command)
+
+
+class Target(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """What was acted on: the tool and the records a call names, an approval's workspaces
+    and scopes, a registered client."""
+
+    tool: str | None = None
+    workspace_ids: list[str] = msgspec.field(default_factory=list)
+    record_ids: dict[str, str] = msgspec.field(default_factory=dict)
+    scopes: list[str] = msgspec.field(default_factory=list)
+    client_id: str | None = None
+    approval_id: str | None = None
+
+
+class Arguments(msgspec.Struct, forbid_unknown_fields=True):
+    """A call's arguments: `digest` (sha256 of their canonical JSON: sorted keys, no
+    spaces) matches two identical calls without revealing values; `clear` keeps the ones
+    that identify nobody."""
+
+    digest: str
+    clear: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Outcome(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """The result, in the three layers of an answer (HTTP status, JSON-RPC error code,
+    tool error code), and for OAuth events the reason of a failure."""
+
+    result: str  # "success" | "failure"
+    http_status: int | None = None
+    jsonrpc_code: int | None = None
+    tool_error: str | None = None
+    reason: str | None = None
+
+
+class Context(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """Where the event came from: request id (X-Request-Id), trace, client address."""
+
+    request_id: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    client_address: str | None = None
+
+
+class AuditEvent(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    schema: str
+    time: str
+    type: str
+    ocsf_class_uid: int
+    ocsf_activity_id: int
+    outcome: Outcome
+    actor: Actor
+    target: Target = msgspec.field(default_factory=Target)
+    arguments: Arguments | None = None
+    context: Context = msgspec.field(default_factory=Context)
+
+
+_encoder = msgspec.json.Encoder()
+_canonical = msgspec.json.Encoder(order="sorted")
+
+
+def now_rfc3339() -> str:
+    """The current time, RFC 3339 UTC with milliseconds (…T22:11:56.123Z)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def event(
+    kind: str,
+    outcome: Outcome,
+    actor: Actor,
+    *,
+    target: Target | None = None,
+    arguments: Arguments | None = None,
+    context: Context | None = None,
+) -> AuditEvent:
+    class_uid, activity_id = OCSF_CLASSES[kind]
+    return AuditEvent(
+        schema=SCHEMA,
+        time=now_rfc3339(),
+        type=kind,
+        ocsf_class_uid=class_uid,
+        ocsf_activity_id=activity_id,
+        outcome=outcome,
+        actor=actor,
+        target=target or Target(),
+        arguments=arguments,
+        context=context or Context(),
+    )
+
+
+def encode_line(audit_event: AuditEvent) -> bytes:
+    """One line: the event's JSON and a newline."""
+    return _encoder.encode(audit_event) + b"\n"
+
+
+def arguments_digest(arguments: object) -> str:
+    """sha256 of the arguments' canonical JSON (keys sorted, no spaces), as `sha256:<hex>`."""
+    return "sha256:" + hashlib.sha256(_canonical.encode(arguments)).hexdigest()

@@ -1,0 +1,149 @@
+"""The audit line of one `tools/call`, whatever its outcome: an answer, a tool error, a
+refusal (401, 403, 429, bad arguments) or 503. Never sampled.
+
+`audited` records the line before the answer leaves; when the line finds no room in time
+the answer is replaced by a 503 (the tool's data never leaves without its line).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from service.audit import context_of, record
+from service.audit.events import TOOL_CALL, Actor, Arguments, Outcome, Target, arguments_digest
+from service.audit.events import event as audit_event
+from service.auth.bearer import verify
+from service.auth.caller import Caller
+from service.errors import AuditUnavailable, AuthError
+from service.keys import CALLER, CATALOG
+from service.mcp import answers
+from service.mcp import protocol as p
+from service.mcp.envelope import Incoming
+from service.mcp.rpc import Answer
+from service.rules.identifiers import UUID_PATTERN
+
+# Arguments that identify no one and no record: kept in clear. Ids go to the target.
+CLEAR_ARGUMENTS = frozenset({"limit", "period", "status", "timeZone", "lifecycle"})
+RECORD_ID_ARGUMENTS = ("workspaceId", "instanceId", "workflowId", "executionId")
+_UUID = re.compile(UUID_PATTERN)
+_PLAIN = re.compile(r"[A-Za-z0-9_+\-/:.]{1,64}\Z")
+
+
+class _Error(msgspec.Struct):
+    code: int
+
+
+class _ErrorBody(msgspec.Struct):
+    error: _Error | None = None
+
+
+_error_decoder = msgspec.json.Decoder(_ErrorBody)
+
+
+def _jsonrpc_code(answer: Answer) -> int | None:
+    if answer.outcome == "ok" or answer.outcome.startswith("tool_error") or not answer.body:
+        return None
+    try:
+        found = _error_decoder.decode(answer.body)
+    except msgspec.DecodeError:
+        return None
+    return found.error.code if found.error is not None else None
+
+
+def _caller(request: web.Request) -> Caller | None:
+    """The confirmed caller, else the one the verified token names (unconfirmed)."""
+    caller: Caller | None = request.get(CALLER)
+    if caller is not None:
+        return caller
+    try:
+        return verify(request)  # remembered by the token service: no second verification
+    except AuthError:
+        return None
+
+
+def _arguments(raw: object) -> tuple[Arguments, dict[str, Any]]:
+    try:
+        value: Any = msgspec.json.decode(raw) if isinstance(raw, msgspec.Raw) else {}
+    except msgspec.DecodeError:
+        value = None
+    clear: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for name in CLEAR_ARGUMENTS & value.keys():
+            item = value[name]
+            if name == "limit":
+                if isinstance(item, int) and not isinstance(item, bool):
+                    clear[name] = item
+            elif isinstance(item, str) and _PLAIN.match(item):
+                clear[name] = item
+    return Arguments(digest=arguments_digest(value), clear=clear), (
+        value if isinstance(value, dict) else {}
+    )
+
+
+def _target(
+    request: web.Request, name: str, given: dict[str, Any], caller: Caller | None
+) -> Target:
+    tool = request.app[CATALOG].tool(name)
+    records = {
+        key: value.lower()
+        for key in RECORD_ID_ARGUMENTS
+        if isinstance(value := given.get(key), str) and _UUID.match(value)
+    }
+    workspaces = [records["workspaceId"]] if "workspaceId" in records else []
+    if not workspaces and caller is not None and caller.confirmed:
+        workspaces = sorted(str(w) for w in caller.eligible)
+    return Target(
+        tool=tool.name if tool is not None else None,
+        workspace_ids=workspaces,
+        record_ids=records,
+    )
+
+
+def _outcome(answer: Answer) -> Outcome:
+    code = answer.outcome.partition(":")[2]
+    tool_error = code if answer.outcome.startswith("tool_error") else None
+    ok = answer.outcome == "ok"
+    return Outcome(
+        result="success" if ok else "failure",
+        http_status=answer.status,
+        jsonrpc_code=_jsonrpc_code(answer),
+        tool_error=tool_error,
+    )
+
+
+async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> Answer:
+    """The answer, once the line of its tools/call is queued (other methods: unchanged)."""
+    params = incoming.params
+    if incoming.method != "tools/call":
+        return answer
+    caller = _caller(request)
+    name = params.name if isinstance(params, p.CallToolParams) else ""
+    raw = params.arguments if isinstance(params, p.CallToolParams) else None
+    arguments, given = _arguments(raw)
+    actor = (
+        Actor(
+            account_id=str(caller.account_id),
+            client_id=caller.client_id,
+            approval_id=str(caller.approval_id),
+            confirmed=caller.confirmed,
+        )
+        if caller is not None
+        else Actor(confirmed=False)
+    )
+    line = audit_event(
+        TOOL_CALL,
+        _outcome(answer),
+        actor,
+        target=_target(request, name, given, caller),
+        arguments=arguments,
+        context=context_of(request),
+    )
+    try:
+        await record(request.app, line)
+    except AuditUnavailable as err:
+        return answers.unavailable(incoming.id, err.message, err.retry_after_seconds or 1)
+    return answer

@@ -1,0 +1,119 @@
+"""The audit writer: a bounded queue of lines and the one task that writes them to the sink.
+
+`record` puts a line in the queue. When the queue is full the request waits for room (the
+call is held, the line is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS; past that it raises
+AuditUnavailable and the request is refused 503. The writer task writes every line it can
+take at once as one batch; a batch the sink refuses is kept and tried again (backing off up
+to a second), so a line is lost neither under load nor while the sink is down. At shutdown
+the queue is drained before the sink is closed.
+
+Metrics (in the app's registry): lines written, queue depth, waits for room, refusals,
+sink errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from service.audit.events import AuditEvent, encode_line
+from service.audit.sinks import Sink
+from service.config import Audit
+from service.errors import AuditUnavailable
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_LINES = 512
+LONGEST_BACKOFF_SECONDS = 1.0
+DRAIN_SECONDS = 10.0
+
+
+class AuditMetrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(f"elova_mcp_audit_{name}", doc, registry=registry)
+
+        self.written = counter("lines_written_total", "Audit lines written to the sink.")
+        self.waits = counter(
+            "queue_waits_total", "Audit lines that found the queue full and waited for room."
+        )
+        self.refused = counter(
+            "refused_total", "Requests refused 503 because their audit line found no room."
+        )
+        self.sink_errors = counter(
+            "sink_errors_total", "Failed writes to the audit sink (the batch is retried)."
+        )
+        self.depth = Gauge(
+            "elova_mcp_audit_queue_depth", "Audit lines queued, not yet written.", registry=registry
+        )
+
+
+class AuditWriter:
+    def __init__(self, cfg: Audit, sink: Sink, registry: CollectorRegistry | None = None) -> None:
+        self._cfg = cfg
+        self.sink = sink
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue(cfg.queue_lines)
+        self._task: asyncio.Task[None] | None = None
+        self.metrics = AuditMetrics(registry)
+        self.metrics.depth.set_function(self._queue.qsize)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="audit-writer")
+
+    async def record(self, audit_event: AuditEvent) -> None:
+        """Queue the event's line, waiting for room at most the configured bound."""
+        line = encode_line(audit_event)
+        try:
+            self._queue.put_nowait(line)
+            return
+        except asyncio.QueueFull:
+            self.metrics.waits.inc()
+        try:
+            async with asyncio.timeout(self._cfg.wait_seconds):
+                await self._queue.put(line)
+        except TimeoutError:
+            self.metrics.refused.inc()
+            raise AuditUnavailable() from None
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_BATCH_LINES and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            await self._write(b"".join(batch))
+            self.metrics.written.inc(len(batch))
+            for _ in batch:
+                self._queue.task_done()
+
+    async def _write(self, lines: bytes) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                await self.sink.write(lines)
+                return
+            except Exception as err:  # whatever the sink raised: the batch is kept
+                self.metrics.sink_errors.inc()
+                log.warning("audit sink write failed, retrying: %r", err)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, LONGEST_BACKOFF_SECONDS)
+
+    async def flushed(self) -> None:
+        """Return once every line queued so far is written."""
+        await self._queue.join()
+
+    async def drain(self, seconds: float = DRAIN_SECONDS) -> None:
+        """Write what is queued (within `seconds`), then stop the task and close the sink."""
+        if self._task is not None:
+            try:
+                async with asyncio.timeout(seconds):
+                    await self._queue.join()
+            except TimeoutError:
+                log.error("audit: %d lines not written at shutdown", self._queue.qsize())
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.sink.close()
