@@ -177,6 +177,8 @@ def _signin_throttle(env: Mapping[str, str]) -> SigninThrottle:
             "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS is shorter than ELOVA_SIGNIN_FIRST_DELAY_SECONDS"
         )
     return settings
+
+
 # The audit trail (service/audit/, docs/operations.md "Audit trail") -------------------
 
 AUDIT_SINK_KINDS = ("stdout", "file", "unix", "tcp")
