@@ -27,8 +27,8 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from service.config import TrustedProxies
 from service.keys import CLIENT_ADDRESS, CONFIG
+from service.settings.oauth import TrustedProxies
 
 UNKNOWN = "unknown"
 # Entries read from the right at most: proxy chains are a few hops long, and a longer list

@@ -7,304 +7,44 @@ or malformed value raises ``ConfigError`` naming the variable, and the start sto
 
 from __future__ import annotations
 
-import ipaddress
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 from urllib.parse import urlsplit
 
 from service.database_urls import database_url, primary_database_url
 from service.errors import ConfigError
+from service.settings.audit import Audit, read_audit
+from service.settings.limits import (
+    Connections,
+    Limits,
+    Shedding,
+    read_connections,
+    read_limits,
+    read_pool_max,
+    read_shedding,
+)
+from service.settings.oauth import (
+    Registration,
+    SigninThrottle,
+    TrustedProxies,
+    read_registration,
+    read_signin_throttle,
+    read_trusted_proxies,
+)
+from service.settings.reading import (
+    flag,
+    non_negative_float,
+    parse,
+    positive_float,
+    positive_int,
+    required,
+    tcp_port,
+    text,
+    value_of,
+)
+from service.settings.redis import RedisEngine, key_prefix, read_redis_engine, redis_url
 from service.tracing import configured as tracing_configured
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Request and rate limits (docs/limits.md); defaults are the specification's."""
-
-    global_concurrency: int = 4
-    account_concurrency: int = 2
-    approval_per_minute: int = 60
-    account_per_day: int | None = None
-    request_deadline_seconds: float = 30.0
-    max_body_bytes: int = 32 * 1024
-    max_response_bytes: int = 256 * 1024
-    lease_grace_seconds: float = 5.0
-    expected_replicas: int = 1
-    # Redis is asked on every request: a call either answers within this timeout or fails,
-    # and after `breaker_failures` failures in a row the per-process limiter takes over for
-    # `breaker_cooldown_seconds` before Redis is tried again.
-    redis_timeout_seconds: float = 0.25
-    breaker_failures: int = 3
-    breaker_cooldown_seconds: float = 1.0
-
-
-# Overload and slow clients (docs/decisions/floods.md) ------------------------------------
-
-
-@dataclass(frozen=True)
-class Shedding:
-    """When this replica refuses new requests at once (503 + Retry-After, service/shedding.py):
-    event-loop lag at `loop_lag_seconds` (0: never for lag), or `max_inflight` requests already
-    in flight on the shed routes (by default twice the PostgreSQL pool)."""
-
-    loop_lag_seconds: float = 0.05
-    max_inflight: int = 20
-
-
-@dataclass(frozen=True)
-class Connections:
-    """The main listener's guards against slow and idle clients (service/connections.py)."""
-
-    max_connections: int = 1000
-    header_timeout_seconds: float = 10.0  # first byte of a request head → the whole head
-    body_timeout_seconds: float = 10.0  # the whole head → the whole body
-    # An idle keep-alive connection is closed after this long; longer than the idle timeout
-    # of the load balancer in front, so the balancer, not the service, ends idle connections.
-    keepalive_timeout_seconds: float = 75.0
-    # Refusal pacing: past this many refusals in a row on one connection (0: never), each
-    # further refusal's answer waits, from 10 ms doubling up to the longest pause.
-    pace_refusals_after: int = 10
-    longest_refusal_pause_seconds: float = 1.0
-
-
-# Client registration (docs/decisions/oauth.md, "Registration bounds") -------------------
-
-
-@dataclass(frozen=True)
-class Registration:
-    """Dynamic registration's limit per client address (a token bucket: `burst` at once,
-    refilled at `per_hour`), and how long a client that never completed an authorization
-    is kept (`unused_retention_hours`; swept every `sweep_seconds` by each replica)."""
-
-    burst: int = 10
-    per_hour: int = 30
-    unused_retention_hours: int = 168
-    sweep_seconds: float = 600.0
-
-
-def _registration(env: Mapping[str, str]) -> Registration:
-    return Registration(
-        burst=_parse(env, "ELOVA_OAUTH_REGISTER_BURST", _positive_int, 10),
-        per_hour=_parse(env, "ELOVA_OAUTH_REGISTER_PER_HOUR", _positive_int, 30),
-        unused_retention_hours=_parse(
-            env, "ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS", _positive_int, 168
-        ),
-        sweep_seconds=_parse(env, "ELOVA_OAUTH_CLIENT_SWEEP_SECONDS", _positive_float, 600.0),
-    )
-
-
-# Client addresses and the sign-in throttle (docs/decisions/oauth.md) --------------------
-
-ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-FORWARDING_HEADERS = ("x-forwarded-for", "forwarded")
-
-
-@dataclass(frozen=True)
-class TrustedProxies:
-    """Which peers may say who the client is (service/client_address.py): the networks of
-    ELOVA_TRUSTED_PROXIES (none: the connection's peer is the client) and the one header
-    they write, ELOVA_TRUSTED_PROXY_HEADER (the other is never read)."""
-
-    networks: tuple[ProxyNetwork, ...] = ()
-    header: str = "x-forwarded-for"
-    # What service/client_address.py worked out, remembered (it is asked on every request):
-    # a peer's canonical address and whether it is trusted; a header entry's, likewise.
-    peers: dict[str, tuple[str, bool]] = field(default_factory=dict, compare=False, repr=False)
-    entries: dict[str, tuple[str | None, bool]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-
-
-@dataclass(frozen=True)
-class SigninThrottle:
-    """Failed sign-ins (service/auth/oauth/throttle.py). An (account, address) pair may fail
-    `free_failures` times; each further failure makes its next attempt wait, from
-    `first_delay_seconds` doubling up to `longest_delay_seconds`. An account is held for
-    everyone but its known addresses once failures within `window_seconds` come from
-    `account_addresses` distinct addresses; an address, for every account, after
-    `address_failures` failures within the window."""
-
-    free_failures: int = 3
-    first_delay_seconds: float = 2.0
-    longest_delay_seconds: float = 900.0
-    window_seconds: float = 900.0
-    account_addresses: int = 10
-    address_failures: int = 30
-
-
-def _trusted_proxies(env: Mapping[str, str]) -> TrustedProxies:
-    no_networks: tuple[ProxyNetwork, ...] = ()
-    networks = _parse(env, "ELOVA_TRUSTED_PROXIES", _networks, no_networks)
-    header = _parse(env, "ELOVA_TRUSTED_PROXY_HEADER", _forwarding_header, "x-forwarded-for")
-    return TrustedProxies(networks, header)
-
-
-def _networks(raw: str) -> tuple[ProxyNetwork, ...]:
-    out = []
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        try:
-            out.append(ipaddress.ip_network(item, strict=True))
-        except ValueError as err:
-            raise ValueError(
-                f"expected CIDRs such as 10.0.0.0/8,fd00::/8 (no host bits set), got {item!r}"
-            ) from err
-    return tuple(out)
-
-
-def _forwarding_header(raw: str) -> str:
-    if raw.lower() not in FORWARDING_HEADERS:
-        raise ValueError("expected x-forwarded-for or forwarded")
-    return raw.lower()
-
-
-def _signin_throttle(env: Mapping[str, str]) -> SigninThrottle:
-    settings = SigninThrottle(
-        free_failures=_parse(env, "ELOVA_SIGNIN_FREE_FAILURES", _positive_int, 3),
-        first_delay_seconds=_parse(env, "ELOVA_SIGNIN_FIRST_DELAY_SECONDS", _positive_float, 2.0),
-        longest_delay_seconds=_parse(
-            env, "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS", _positive_float, 900.0
-        ),
-        window_seconds=_parse(env, "ELOVA_SIGNIN_WINDOW_SECONDS", _positive_float, 900.0),
-        account_addresses=_parse(env, "ELOVA_SIGNIN_ACCOUNT_ADDRESSES", _positive_int, 10),
-        address_failures=_parse(env, "ELOVA_SIGNIN_ADDRESS_FAILURES", _positive_int, 30),
-    )
-    if settings.longest_delay_seconds < settings.first_delay_seconds:
-        raise ConfigError(
-            "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS is shorter than ELOVA_SIGNIN_FIRST_DELAY_SECONDS"
-        )
-    return settings
-
-
-# The audit trail (service/audit/, docs/operations.md "Audit trail") -------------------
-
-AUDIT_SINK_KINDS = ("stdout", "file", "unix", "tcp")
-
-
-@dataclass(frozen=True)
-class Audit:
-    """Where audit lines go and how long a request may wait for room in the queue.
-
-    `sink`: "stdout" (beside the request log), "file" (`target` a path, appended), "unix"
-    (`target` a socket path) or "tcp" (`target` host, `port`), from ELOVA_AUDIT_SINK
-    (`stdout`, `file:/path`, `unix:/path`, `tcp:host:port`). `queue_lines` bound the
-    in-memory queue; a request whose line finds it full waits up to `wait_seconds`, then is
-    refused 503 (back-pressure: a line is never dropped)."""
-
-    sink: str = "stdout"
-    target: str = ""
-    port: int = 0
-    queue_lines: int = 10_000
-    wait_seconds: float = 2.0
-
-
-def _audit(env: Mapping[str, str]) -> Audit:
-    sink, target, port = _parse(env, "ELOVA_AUDIT_SINK", _audit_sink, ("stdout", "", 0))
-    return Audit(
-        sink=sink,
-        target=target,
-        port=port,
-        queue_lines=_parse(env, "ELOVA_AUDIT_QUEUE_LINES", _positive_int, 10_000),
-        wait_seconds=_parse(env, "ELOVA_AUDIT_WAIT_SECONDS", _positive_float, 2.0),
-    )
-
-
-def _audit_sink(raw: str) -> tuple[str, str, int]:
-    kind, _, rest = raw.partition(":")
-    if kind == "stdout" and not rest:
-        return "stdout", "", 0
-    if kind in ("file", "unix") and rest.startswith("/"):
-        return kind, rest, 0
-    if kind == "tcp":
-        host, _, port = rest.rpartition(":")
-        if host and port.isdigit() and 0 < int(port) < 65536:
-            return "tcp", host.strip("[]"), int(port)
-    raise ValueError(
-        f"expected stdout, file:/absolute/path, unix:/absolute/path or tcp:host:port, got {raw!r}"
-    )
-
-
-# Redis engines (issue 12) ---------------------------------------------------------------
-
-REDIS_MODES = ("standalone", "cluster", "sentinel")
-
-
-@dataclass(frozen=True)
-class RedisEngine:
-    """Which Redis the limiter talks to: ELOVA_REDIS_MODE and, for Sentinel, where the
-    sentinels are and which master they guard. In sentinel mode ELOVA_REDIS_URL is optional
-    and only its credentials, database number, scheme (rediss = TLS) and query options apply
-    (to the master and, for the scheme and TLS options, to the sentinels, which take their
-    own password from ELOVA_REDIS_SENTINEL_PASSWORD)."""
-
-    mode: str = "standalone"
-    sentinels: tuple[tuple[str, int], ...] = ()
-    sentinel_master: str | None = None
-    sentinel_password: str | None = field(default=None, repr=False)  # the sentinels' own
-
-
-def _redis_engine(env: Mapping[str, str]) -> RedisEngine:
-    mode = _parse(env, "ELOVA_REDIS_MODE", _redis_mode, "standalone")
-    no_sentinels: tuple[tuple[str, int], ...] = ()
-    sentinels = _parse(env, "ELOVA_REDIS_SENTINELS", _sentinels, no_sentinels)
-    master = _str(env, "ELOVA_REDIS_SENTINEL_MASTER", "") or None
-    sentinel_password = _raw(env, "ELOVA_REDIS_SENTINEL_PASSWORD") or None
-    url = _raw(env, "ELOVA_REDIS_URL")
-    if mode == "sentinel":
-        if not sentinels:
-            raise ConfigError("ELOVA_REDIS_SENTINELS is required when ELOVA_REDIS_MODE=sentinel")
-        if master is None:
-            raise ConfigError(
-                "ELOVA_REDIS_SENTINEL_MASTER is required when ELOVA_REDIS_MODE=sentinel"
-            )
-    else:
-        for name, value in (
-            ("ELOVA_REDIS_SENTINELS", sentinels),
-            ("ELOVA_REDIS_SENTINEL_MASTER", master),
-            ("ELOVA_REDIS_SENTINEL_PASSWORD", sentinel_password),
-        ):
-            if value:
-                raise ConfigError(f"{name} is set but ELOVA_REDIS_MODE is {mode}, not sentinel")
-    if mode == "cluster" and not url:
-        raise ConfigError("ELOVA_REDIS_URL is required when ELOVA_REDIS_MODE=cluster (any node)")
-    if mode == "cluster" and urlsplit(url).path.strip("/") not in ("", "0"):
-        raise ConfigError("ELOVA_REDIS_URL: a Redis Cluster has database 0 only")
-    if mode != "standalone" and urlsplit(url).scheme == "unix":
-        raise ConfigError(f"ELOVA_REDIS_URL: a unix:// socket cannot be used in {mode} mode")
-    return RedisEngine(mode, sentinels, master, sentinel_password)
-
-
-def _redis_mode(raw: str) -> str:
-    if raw not in REDIS_MODES:
-        raise ValueError(f"expected standalone, cluster or sentinel, got {raw!r}")
-    return raw
-
-
-def _sentinels(raw: str) -> tuple[tuple[str, int], ...]:
-    out = []
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        host, sep, port = item.rpartition(":")
-        host = host.strip("[]")
-        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ValueError(f"expected host:port[,host:port…], got {item!r}")
-        out.append((host, int(port)))
-    return tuple(out)
-
-
-def _key_prefix(raw: str) -> str:
-    # Redis hashes the first non-empty {…} of a key. An empty {} in the prefix would make
-    # every limiter key hash as a whole: the keys of one admission would land in different
-    # cluster slots (CROSSSLOT) and the script could not run. A non-empty {tag} is allowed:
-    # it replaces the {limits} tag, and every limiter key still shares one slot.
-    if "{}" in raw:
-        raise ValueError("an empty {} would split the limiter's keys across cluster slots")
-    return raw
-
-
-# ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -374,209 +114,62 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None, *, need_key: bool = True) -> Config:
         """Parse every setting; raise ConfigError naming the first bad variable."""
         env = os.environ if env is None else env
-        host = _str(env, "ELOVA_HOST", "127.0.0.1")
-        port = _parse(env, "ELOVA_PORT", _port, 8080)
-        public_url = _parse(env, "ELOVA_PUBLIC_URL", _base_url, f"http://{_url_host(host)}:{port}")
+        host = text(env, "ELOVA_HOST", "127.0.0.1")
+        port = parse(env, "ELOVA_PORT", tcp_port, 8080)
+        public_url = parse(env, "ELOVA_PUBLIC_URL", _base_url, f"http://{_url_host(host)}:{port}")
         key = _signing_key(env) if need_key else b""
-        limits = Limits(
-            global_concurrency=_parse(env, "ELOVA_LIMIT_GLOBAL_CONCURRENCY", _positive_int, 4),
-            account_concurrency=_parse(env, "ELOVA_LIMIT_ACCOUNT_CONCURRENCY", _positive_int, 2),
-            approval_per_minute=_parse(env, "ELOVA_LIMIT_APPROVAL_PER_MINUTE", _positive_int, 60),
-            account_per_day=_parse(env, "ELOVA_LIMIT_ACCOUNT_PER_DAY", _positive_int, None),
-            request_deadline_seconds=_parse(
-                env, "ELOVA_REQUEST_DEADLINE_SECONDS", _positive_float, 30.0
-            ),
-            max_body_bytes=_parse(env, "ELOVA_MAX_BODY_BYTES", _positive_int, 32 * 1024),
-            max_response_bytes=_parse(env, "ELOVA_MAX_RESPONSE_BYTES", _positive_int, 256 * 1024),
-            lease_grace_seconds=_parse(env, "ELOVA_LEASE_GRACE_SECONDS", _grace, 5.0),
-            expected_replicas=_parse(env, "ELOVA_EXPECTED_REPLICAS", _positive_int, 1),
-            redis_timeout_seconds=_parse(env, "ELOVA_REDIS_TIMEOUT_MS", _millis, 0.25),
-            breaker_failures=_parse(env, "ELOVA_REDIS_BREAKER_FAILURES", _positive_int, 3),
-            breaker_cooldown_seconds=_parse(
-                env, "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS", _positive_float, 1.0
-            ),
-        )
+        limits = read_limits(env)
         return cls(
-            database_url=_required(env, "ELOVA_DATABASE_URL", primary_database_url),
-            redis_url=_parse(env, "ELOVA_REDIS_URL", _redis_url, None),
-            redis_key_prefix=_parse(env, "ELOVA_REDIS_KEY_PREFIX", _key_prefix, "elova:"),
+            database_url=required(env, "ELOVA_DATABASE_URL", primary_database_url),
+            redis_url=parse(env, "ELOVA_REDIS_URL", redis_url, None),
+            redis_key_prefix=parse(env, "ELOVA_REDIS_KEY_PREFIX", key_prefix, "elova:"),
             host=host,
             port=port,
             public_url=public_url,
             signing_key_pem=key,
             previous_signing_keys_pem=_previous_keys(env),
-            metrics_port=_parse(env, "ELOVA_METRICS_PORT", _port, None),
-            allowed_origins=_parse(env, "ELOVA_ALLOWED_ORIGINS", _origins, ()),
-            db_pool_min=_parse(env, "ELOVA_DB_POOL_MIN", _positive_int, 2),
-            db_pool_max=_pool_max(env),
-            log_level=_parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
-            access_token_ttl_seconds=_parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
-            drain_seconds=_parse(env, "ELOVA_DRAIN_SECONDS", _non_negative_float, 5.0),
-            oauth_cimd_allow_private=_parse(env, "ELOVA_OAUTH_CIMD_ALLOW_PRIVATE", _flag, False),
-            oauth_cimd_cache_max_seconds=_parse(
+            metrics_port=parse(env, "ELOVA_METRICS_PORT", tcp_port, None),
+            allowed_origins=parse(env, "ELOVA_ALLOWED_ORIGINS", _origins, ()),
+            db_pool_min=parse(env, "ELOVA_DB_POOL_MIN", positive_int, 2),
+            db_pool_max=read_pool_max(env),
+            log_level=parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
+            access_token_ttl_seconds=parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
+            drain_seconds=parse(env, "ELOVA_DRAIN_SECONDS", non_negative_float, 5.0),
+            oauth_cimd_allow_private=parse(env, "ELOVA_OAUTH_CIMD_ALLOW_PRIVATE", flag, False),
+            oauth_cimd_cache_max_seconds=parse(
                 env, "ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS", _cimd_cache_seconds, 300
             ),
             limits=limits,
-            database_pooler=_parse(env, "ELOVA_DATABASE_POOLER", _pooler, "none"),
-            database_pooler_settings=_parse(
+            database_pooler=parse(env, "ELOVA_DATABASE_POOLER", _pooler, "none"),
+            database_pooler_settings=parse(
                 env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
             ),
-            database_read_url=_parse(env, "ELOVA_DATABASE_READ_URL", database_url, None),
+            database_read_url=parse(env, "ELOVA_DATABASE_READ_URL", database_url, None),
             # Per host: a silent first host must leave a request time for the next one.
-            database_connect_timeout_seconds=_parse(
+            database_connect_timeout_seconds=parse(
                 env,
                 "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS",
-                _positive_float,
+                positive_float,
                 min(5.0, limits.request_deadline_seconds / 4),
             ),
-            database_tcp_timeout_seconds=_parse(
-                env, "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", _positive_float, 10.0
+            database_tcp_timeout_seconds=parse(
+                env, "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", positive_float, 10.0
             ),
-            redis_engine=_redis_engine(env),
-            shedding=_shedding(env),
+            redis_engine=read_redis_engine(env),
+            shedding=read_shedding(env),
             tracing=tracing_configured(env),
-            connections=Connections(
-                max_connections=_parse(env, "ELOVA_MAX_CONNECTIONS", _positive_int, 1000),
-                header_timeout_seconds=_parse(
-                    env, "ELOVA_HEADER_TIMEOUT_SECONDS", _positive_float, 10.0
-                ),
-                body_timeout_seconds=_parse(
-                    env, "ELOVA_BODY_TIMEOUT_SECONDS", _positive_float, 10.0
-                ),
-                keepalive_timeout_seconds=_parse(
-                    env, "ELOVA_KEEPALIVE_TIMEOUT_SECONDS", _positive_float, 75.0
-                ),
-                pace_refusals_after=_parse(env, "ELOVA_PACE_REFUSALS_AFTER", _non_negative_int, 10),
-                longest_refusal_pause_seconds=_parse(
-                    env, "ELOVA_LONGEST_REFUSAL_PAUSE_MS", _millis, 1.0
-                ),
-            ),
-            registration=_registration(env),
-            trusted_proxies=_trusted_proxies(env),
-            signin_throttle=_signin_throttle(env),
-            audit=_audit(env),
+            connections=read_connections(env),
+            registration=read_registration(env),
+            trusted_proxies=read_trusted_proxies(env),
+            signin_throttle=read_signin_throttle(env),
+            audit=read_audit(env),
         )
-
-
-def _raw(env: Mapping[str, str], name: str) -> str:
-    """The setting's value, stripped; "" when unset. Set but empty is an error, not "unset":
-    `ELOVA_PORT=` is a mistake (a template that lost its value), and a silent default would
-    hide it (docs/decisions/ops.md)."""
-    if name not in env:
-        return ""
-    value = env[name].strip()
-    if not value:
-        raise ConfigError(
-            f"{name} is set but empty; give it a value, or unset it to use the default"
-        )
-    return value
-
-
-def _pool_max(env: Mapping[str, str]) -> int:
-    """ELOVA_DB_POOL_MAX, refused when below ELOVA_DB_POOL_MIN."""
-    low = _parse(env, "ELOVA_DB_POOL_MIN", _positive_int, 2)
-    high = _parse(env, "ELOVA_DB_POOL_MAX", _positive_int, 10)
-    if low > high:
-        raise ConfigError(
-            f"ELOVA_DB_POOL_MIN ({low}) is larger than ELOVA_DB_POOL_MAX ({high}); "
-            "lower the minimum or raise the maximum"
-        )
-    return high
-
-
-def _shedding(env: Mapping[str, str]) -> Shedding:
-    """ELOVA_SHED_LOOP_LAG_MS (0: off) and ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
-    lag_ms = _parse(env, "ELOVA_SHED_LOOP_LAG_MS", _lag_millis, 50)
-    inflight = _parse(env, "ELOVA_SHED_MAX_INFLIGHT", _positive_int, 2 * _pool_max(env))
-    return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight)
-
-
-def _lag_millis(raw: str) -> int:
-    value = int(raw)
-    if not 0 <= value <= 10_000:
-        raise ValueError(f"expected milliseconds from 0 (off) to 10000, got {raw!r}")
-    return value
-
-
-def _str(env: Mapping[str, str], name: str, default: str) -> str:
-    return _raw(env, name) or default
-
-
-def _parse(env: Mapping[str, str], name: str, conv: Callable[[str], T], default: T) -> T:
-    raw = _raw(env, name)
-    if not raw:
-        return default
-    try:
-        return conv(raw)
-    except (ValueError, TypeError) as err:
-        reason = str(err)
-        if reason.startswith(("invalid literal", "could not convert")):
-            reason = f"expected a number, got {raw!r}"  # int()/float()'s own words
-        raise ConfigError(f"{name} is malformed: {reason}") from err
-
-
-def _required(env: Mapping[str, str], name: str, conv: Callable[[str], T]) -> T:
-    raw = _raw(env, name)
-    if not raw:
-        raise ConfigError(f"{name} is required but not set")
-    value = _parse(env, name, conv, None)  # raw is set: the converter's error names `name`
-    assert value is not None
-    return value
-
-
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise ValueError(f"expected a whole number >= 1, got {raw!r}")
-    return value
-
-
-def _non_negative_int(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError(f"expected a whole number >= 0, got {raw!r}")
-    return value
-
-
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if not value > 0 or value != value or value == float("inf"):
-        raise ValueError(f"expected a positive number of seconds, got {raw!r}")
-    return value
-
-
-def _millis(raw: str) -> float:
-    value = int(raw)
-    if not 1 <= value <= 60_000:
-        raise ValueError(f"expected milliseconds from 1 to 60000, got {raw!r}")
-    return value / 1000
-
-
-def _non_negative_float(raw: str) -> float:
-    value = float(raw)
-    if not 0 <= value < float("inf"):
-        raise ValueError(f"expected a number of seconds >= 0, got {raw!r}")
-    return value
-
-
-def _grace(raw: str) -> float:
-    value = float(raw)
-    if not 0 <= value <= 5:
-        raise ValueError("the lease grace is at most 5 seconds (docs/limits.md)")
-    return value
 
 
 def _token_ttl(raw: str) -> int:
     value = int(raw)
     if not 1 <= value <= 300:
         raise ValueError("access tokens last at most 300 seconds")
-    return value
-
-
-def _port(raw: str) -> int:
-    value = int(raw)
-    if not 0 <= value <= 65535:
-        raise ValueError(f"not a TCP port: {raw!r}")
     return value
 
 
@@ -624,12 +217,6 @@ def _pooler_settings(raw: str) -> str:
     return raw
 
 
-def _redis_url(raw: str) -> str:
-    if urlsplit(raw).scheme not in ("redis", "rediss", "unix"):
-        raise ValueError("expected a redis://, rediss:// or unix:// URL")
-    return raw
-
-
 def _log_level(raw: str) -> str:
     level = raw.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -638,8 +225,8 @@ def _log_level(raw: str) -> str:
 
 
 def _signing_key(env: Mapping[str, str]) -> bytes:
-    inline = _raw(env, "ELOVA_SIGNING_KEY")
-    path = _raw(env, "ELOVA_SIGNING_KEY_FILE")
+    inline = value_of(env, "ELOVA_SIGNING_KEY")
+    path = value_of(env, "ELOVA_SIGNING_KEY_FILE")
     if inline and path:
         raise ConfigError("set ELOVA_SIGNING_KEY or ELOVA_SIGNING_KEY_FILE, not both")
     if path:
@@ -662,7 +249,7 @@ def _signing_key(env: Mapping[str, str]) -> bytes:
 
 def _previous_keys(env: Mapping[str, str]) -> tuple[bytes, ...]:
     """Verification-only keys kept during a rotation (ELOVA_PREVIOUS_SIGNING_KEY_FILES)."""
-    raw = _raw(env, "ELOVA_PREVIOUS_SIGNING_KEY_FILES")
+    raw = value_of(env, "ELOVA_PREVIOUS_SIGNING_KEY_FILES")
     keys = []
     for path in filter(None, (p.strip() for p in raw.split(","))):
         try:
@@ -675,14 +262,6 @@ def _previous_keys(env: Mapping[str, str]) -> tuple[bytes, ...]:
         _check_pem("ELOVA_PREVIOUS_SIGNING_KEY_FILES", pem)
         keys.append(pem)
     return tuple(keys)
-
-
-def _flag(raw: str) -> bool:
-    if raw.strip().lower() in ("true", "1", "yes"):
-        return True
-    if raw.strip().lower() in ("false", "0", "no"):
-        return False
-    raise ValueError("must be true or false")
 
 
 def _cimd_cache_seconds(raw: str) -> int:

@@ -43,9 +43,10 @@ from aiohttp import StreamReader, hdrs, web
 from yarl import URL
 
 from service.client_address import client_address, via_trusted_proxy
-from service.config import Config, Connections
+from service.config import Config
 from service.keys import CONFIG, METRICS, PACING_KEY
 from service.metrics import Metrics
+from service.settings.limits import Connections
 
 # A declared body up to this size is awaited whole before the handler runs: it fits in
 # aiohttp's read buffer (64 KiB, paused past twice that), so waiting never stalls the read.

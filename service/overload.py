@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.config import Shedding
+from service.settings.limits import Shedding
 
 SMOOTHING = 0.3  # weight of the newest sample in the smoothed lag
 CLIP = 2.0  # a sample counts for at most this many thresholds

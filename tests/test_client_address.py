@@ -8,8 +8,9 @@ import ipaddress
 import pytest
 
 from service.client_address import MAX_HOPS, client_of
-from service.config import Config, TrustedProxies
+from service.config import Config
 from service.errors import ConfigError
+from service.settings.oauth import TrustedProxies
 from tests.support.keys import ed25519_pem
 
 

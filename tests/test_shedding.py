@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from service.config import Config, Connections
+from service.config import Config
 from service.connections import RefusalPacing, RefusalRuns
 from service.errors import ConfigError
 from service.overload import Overload
+from service.settings.limits import Connections
 
 THRESHOLD = 0.05
 

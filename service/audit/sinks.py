@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Protocol, TextIO
 
-from service.config import Audit
+from service.settings.audit import Audit
 
 
 class Sink(Protocol):

@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from service.audit.events import AuditEvent, encode_line
 from service.audit.sinks import Sink
-from service.config import Audit
 from service.errors import AuditUnavailable
+from service.settings.audit import Audit
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from service.config import Config, RedisEngine
+from service.config import Config
 from service.keys import ADMISSION, CONFIG, METRICS, REDIS
 from service.limits.redis_client import (
     RedisClient,
@@ -21,6 +21,7 @@ from service.limits.redis_client import (
     make_client,
     make_cluster_client,
 )
+from service.settings.redis import RedisEngine
 
 
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -28,7 +28,6 @@ from redis.exceptions import RedisError
 
 from service import tracing
 from service.auth.caller import Caller
-from service.config import Limits
 from service.errors import LimitExceeded
 from service.headers import RATE_LIMIT
 from service.limits.breaker import CircuitBreaker, State
@@ -46,6 +45,7 @@ from service.limits.local import LocalLimiter
 from service.limits.pipeline import Script, ScriptPipeline
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, RedisClient
 from service.metrics import Metrics
+from service.settings.limits import Limits
 
 log = logging.getLogger("service.limits")
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from service.config import Limits
 from service.limits.budget import (
     ACCOUNT,
     ACCOUNT_DAILY,
@@ -25,6 +24,7 @@ from service.limits.budget import (
     Budget,
     Decision,
 )
+from service.settings.limits import Limits
 
 # Past this many remembered approvals, full buckets (indistinguishable from absent) go.
 _PRUNE_AT = 10_000

@@ -23,8 +23,9 @@ from service.audit.events import (
 )
 from service.audit.sinks import FileSink
 from service.audit.writer import AuditWriter
-from service.config import Audit, Config
+from service.config import Config
 from service.errors import AuditUnavailable, ConfigError
+from service.settings.audit import Audit
 from tests.audit_trail.reading import VALIDATOR, audit_lines
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@127.0.0.1/db", "ELOVA_SIGNING_KEY": ""}

@@ -29,10 +29,10 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from service.config import Limits
 from service.limits.admission import Admission
 from service.limits.redis_client import make_client
 from service.metrics import Metrics
+from service.settings.limits import Limits
 from tests.limits.conftest import RedisServer, make_caller
 
 BIG = 1_000_000_000

@@ -6,10 +6,10 @@ from uuid import uuid4
 
 import pytest
 
-from service.config import Limits
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import Budget
 from service.limits.local import LocalLimiter
+from service.settings.limits import Limits
 
 
 class Clock:

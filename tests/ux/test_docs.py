@@ -89,7 +89,9 @@ def readme_settings() -> dict[str, str]:
 
 
 def variables_read_by_config() -> set[str]:
-    source = (ROOT / "service" / "config.py").read_text()
+    """Every ELOVA_* variable service/config.py and its sections (service/settings/) read."""
+    files = [ROOT / "service" / "config.py", *(ROOT / "service" / "settings").glob("*.py")]
+    source = "".join(path.read_text() for path in files)
     return set(re.findall(r'"(ELOVA_[A-Z0-9_]+)"', source))
 
 

@@ -26,10 +26,10 @@ from typing import Any
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from service.config import Registration
 from service.keys import CONFIG, REDIS, REGISTRATION_LIMIT
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.redis_client import RedisClient
+from service.settings.oauth import Registration
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from datetime import timedelta
 
 import asyncpg
 
-from service.config import SigninThrottle
+from service.settings.oauth import SigninThrottle
 
 KNOWN_ADDRESS_DAYS = 30
 # A pair's failures are forgotten this long after its last one.

@@ -1,0 +1,54 @@
+"""Where the audit trail's lines go and how long a request may wait for room in its queue
+(service/audit/, docs/operations.md "Audit trail")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from service.settings.reading import parse, positive_float, positive_int
+
+AUDIT_SINK_KINDS = ("stdout", "file", "unix", "tcp")
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Where audit lines go and how long a request may wait for room in the queue.
+
+    `sink`: "stdout" (beside the request log), "file" (`target` a path, appended), "unix"
+    (`target` a socket path) or "tcp" (`target` host, `port`), from ELOVA_AUDIT_SINK
+    (`stdout`, `file:/path`, `unix:/path`, `tcp:host:port`). `queue_lines` bound the
+    in-memory queue; a request whose line finds it full waits up to `wait_seconds`, then is
+    refused 503 (back-pressure: a line is never dropped)."""
+
+    sink: str = "stdout"
+    target: str = ""
+    port: int = 0
+    queue_lines: int = 10_000
+    wait_seconds: float = 2.0
+
+
+def read_audit(env: Mapping[str, str]) -> Audit:
+    sink, target, port = parse(env, "ELOVA_AUDIT_SINK", _audit_sink, ("stdout", "", 0))
+    return Audit(
+        sink=sink,
+        target=target,
+        port=port,
+        queue_lines=parse(env, "ELOVA_AUDIT_QUEUE_LINES", positive_int, 10_000),
+        wait_seconds=parse(env, "ELOVA_AUDIT_WAIT_SECONDS", positive_float, 2.0),
+    )
+
+
+def _audit_sink(raw: str) -> tuple[str, str, int]:
+    kind, _, rest = raw.partition(":")
+    if kind == "stdout" and not rest:
+        return "stdout", "", 0
+    if kind in ("file", "unix") and rest.startswith("/"):
+        return kind, rest, 0
+    if kind == "tcp":
+        host, _, port = rest.rpartition(":")
+        if host and port.isdigit() and 0 < int(port) < 65536:
+            return "tcp", host.strip("[]"), int(port)
+    raise ValueError(
+        f"expected stdout, file:/absolute/path, unix:/absolute/path or tcp:host:port, got {raw!r}"
+    )

@@ -1,0 +1,128 @@
+"""The request and rate limits, load shedding and the main listener's guards against slow
+clients: the settings that bound what one request, one client and one replica may take."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from service.errors import ConfigError
+from service.settings.reading import (
+    millis,
+    non_negative_int,
+    parse,
+    positive_float,
+    positive_int,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request and rate limits (docs/limits.md); defaults are the specification's."""
+
+    global_concurrency: int = 4
+    account_concurrency: int = 2
+    approval_per_minute: int = 60
+    account_per_day: int | None = None
+    request_deadline_seconds: float = 30.0
+    max_body_bytes: int = 32 * 1024
+    max_response_bytes: int = 256 * 1024
+    lease_grace_seconds: float = 5.0
+    expected_replicas: int = 1
+    # Redis is asked on every request: a call either answers within this timeout or fails,
+    # and after `breaker_failures` failures in a row the per-process limiter takes over for
+    # `breaker_cooldown_seconds` before Redis is tried again.
+    redis_timeout_seconds: float = 0.25
+    breaker_failures: int = 3
+    breaker_cooldown_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class Shedding:
+    """When this replica refuses new requests at once (503 + Retry-After, service/shedding.py):
+    event-loop lag at `loop_lag_seconds` (0: never for lag), or `max_inflight` requests already
+    in flight on the shed routes (by default twice the PostgreSQL pool)."""
+
+    loop_lag_seconds: float = 0.05
+    max_inflight: int = 20
+
+
+@dataclass(frozen=True)
+class Connections:
+    """The main listener's guards against slow and idle clients (service/connections.py)."""
+
+    max_connections: int = 1000
+    header_timeout_seconds: float = 10.0  # first byte of a request head → the whole head
+    body_timeout_seconds: float = 10.0  # the whole head → the whole body
+    # An idle keep-alive connection is closed after this long; longer than the idle timeout
+    # of the load balancer in front, so the balancer, not the service, ends idle connections.
+    keepalive_timeout_seconds: float = 75.0
+    # Refusal pacing: past this many refusals in a row on one connection (0: never), each
+    # further refusal's answer waits, from 10 ms doubling up to the longest pause.
+    pace_refusals_after: int = 10
+    longest_refusal_pause_seconds: float = 1.0
+
+
+def read_limits(env: Mapping[str, str]) -> Limits:
+    return Limits(
+        global_concurrency=parse(env, "ELOVA_LIMIT_GLOBAL_CONCURRENCY", positive_int, 4),
+        account_concurrency=parse(env, "ELOVA_LIMIT_ACCOUNT_CONCURRENCY", positive_int, 2),
+        approval_per_minute=parse(env, "ELOVA_LIMIT_APPROVAL_PER_MINUTE", positive_int, 60),
+        account_per_day=parse(env, "ELOVA_LIMIT_ACCOUNT_PER_DAY", positive_int, None),
+        request_deadline_seconds=parse(env, "ELOVA_REQUEST_DEADLINE_SECONDS", positive_float, 30.0),
+        max_body_bytes=parse(env, "ELOVA_MAX_BODY_BYTES", positive_int, 32 * 1024),
+        max_response_bytes=parse(env, "ELOVA_MAX_RESPONSE_BYTES", positive_int, 256 * 1024),
+        lease_grace_seconds=parse(env, "ELOVA_LEASE_GRACE_SECONDS", _grace, 5.0),
+        expected_replicas=parse(env, "ELOVA_EXPECTED_REPLICAS", positive_int, 1),
+        redis_timeout_seconds=parse(env, "ELOVA_REDIS_TIMEOUT_MS", millis, 0.25),
+        breaker_failures=parse(env, "ELOVA_REDIS_BREAKER_FAILURES", positive_int, 3),
+        breaker_cooldown_seconds=parse(
+            env, "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS", positive_float, 1.0
+        ),
+    )
+
+
+def read_connections(env: Mapping[str, str]) -> Connections:
+    return Connections(
+        max_connections=parse(env, "ELOVA_MAX_CONNECTIONS", positive_int, 1000),
+        header_timeout_seconds=parse(env, "ELOVA_HEADER_TIMEOUT_SECONDS", positive_float, 10.0),
+        body_timeout_seconds=parse(env, "ELOVA_BODY_TIMEOUT_SECONDS", positive_float, 10.0),
+        keepalive_timeout_seconds=parse(
+            env, "ELOVA_KEEPALIVE_TIMEOUT_SECONDS", positive_float, 75.0
+        ),
+        pace_refusals_after=parse(env, "ELOVA_PACE_REFUSALS_AFTER", non_negative_int, 10),
+        longest_refusal_pause_seconds=parse(env, "ELOVA_LONGEST_REFUSAL_PAUSE_MS", millis, 1.0),
+    )
+
+
+def read_pool_max(env: Mapping[str, str]) -> int:
+    """ELOVA_DB_POOL_MAX, refused when below ELOVA_DB_POOL_MIN."""
+    low = parse(env, "ELOVA_DB_POOL_MIN", positive_int, 2)
+    high = parse(env, "ELOVA_DB_POOL_MAX", positive_int, 10)
+    if low > high:
+        raise ConfigError(
+            f"ELOVA_DB_POOL_MIN ({low}) is larger than ELOVA_DB_POOL_MAX ({high}); "
+            "lower the minimum or raise the maximum"
+        )
+    return high
+
+
+def read_shedding(env: Mapping[str, str]) -> Shedding:
+    """ELOVA_SHED_LOOP_LAG_MS (0: off) and ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
+    lag_ms = parse(env, "ELOVA_SHED_LOOP_LAG_MS", _lag_millis, 50)
+    inflight = parse(env, "ELOVA_SHED_MAX_INFLIGHT", positive_int, 2 * read_pool_max(env))
+    return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight)
+
+
+def _lag_millis(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 10_000:
+        raise ValueError(f"expected milliseconds from 0 (off) to 10000, got {raw!r}")
+    return value
+
+
+def _grace(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value <= 5:
+        raise ValueError("the lease grace is at most 5 seconds (docs/limits.md)")
+    return value

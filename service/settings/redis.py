@@ -1,0 +1,91 @@
+"""Which Redis the limiter talks to: the URL, the key prefix and the engine (standalone,
+Cluster or Sentinel, docs/decisions/engines.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from service.errors import ConfigError
+from service.settings.reading import parse, text, value_of
+
+REDIS_MODES = ("standalone", "cluster", "sentinel")
+
+
+@dataclass(frozen=True)
+class RedisEngine:
+    """Which Redis the limiter talks to: ELOVA_REDIS_MODE and, for Sentinel, where the
+    sentinels are and which master they guard. In sentinel mode ELOVA_REDIS_URL is optional
+    and only its credentials, database number, scheme (rediss = TLS) and query options apply
+    (to the master and, for the scheme and TLS options, to the sentinels, which take their
+    own password from ELOVA_REDIS_SENTINEL_PASSWORD)."""
+
+    mode: str = "standalone"
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_master: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)  # the sentinels' own
+
+
+def read_redis_engine(env: Mapping[str, str]) -> RedisEngine:
+    mode = parse(env, "ELOVA_REDIS_MODE", _redis_mode, "standalone")
+    no_sentinels: tuple[tuple[str, int], ...] = ()
+    sentinels = parse(env, "ELOVA_REDIS_SENTINELS", _sentinels, no_sentinels)
+    master = text(env, "ELOVA_REDIS_SENTINEL_MASTER", "") or None
+    sentinel_password = value_of(env, "ELOVA_REDIS_SENTINEL_PASSWORD") or None
+    url = value_of(env, "ELOVA_REDIS_URL")
+    if mode == "sentinel":
+        if not sentinels:
+            raise ConfigError("ELOVA_REDIS_SENTINELS is required when ELOVA_REDIS_MODE=sentinel")
+        if master is None:
+            raise ConfigError(
+                "ELOVA_REDIS_SENTINEL_MASTER is required when ELOVA_REDIS_MODE=sentinel"
+            )
+    else:
+        for name, value in (
+            ("ELOVA_REDIS_SENTINELS", sentinels),
+            ("ELOVA_REDIS_SENTINEL_MASTER", master),
+            ("ELOVA_REDIS_SENTINEL_PASSWORD", sentinel_password),
+        ):
+            if value:
+                raise ConfigError(f"{name} is set but ELOVA_REDIS_MODE is {mode}, not sentinel")
+    if mode == "cluster" and not url:
+        raise ConfigError("ELOVA_REDIS_URL is required when ELOVA_REDIS_MODE=cluster (any node)")
+    if mode == "cluster" and urlsplit(url).path.strip("/") not in ("", "0"):
+        raise ConfigError("ELOVA_REDIS_URL: a Redis Cluster has database 0 only")
+    if mode != "standalone" and urlsplit(url).scheme == "unix":
+        raise ConfigError(f"ELOVA_REDIS_URL: a unix:// socket cannot be used in {mode} mode")
+    return RedisEngine(mode, sentinels, master, sentinel_password)
+
+
+def _redis_mode(raw: str) -> str:
+    if raw not in REDIS_MODES:
+        raise ValueError(f"expected standalone, cluster or sentinel, got {raw!r}")
+    return raw
+
+
+def _sentinels(raw: str) -> tuple[tuple[str, int], ...]:
+    out = []
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"expected host:port[,host:port…], got {item!r}")
+        out.append((host, int(port)))
+    return tuple(out)
+
+
+def key_prefix(raw: str) -> str:
+    # Redis hashes the first non-empty {…} of a key. An empty {} in the prefix would make
+    # every limiter key hash as a whole: the keys of one admission would land in different
+    # cluster slots (CROSSSLOT) and the script could not run. A non-empty {tag} is allowed:
+    # it replaces the {limits} tag, and every limiter key still shares one slot.
+    if "{}" in raw:
+        raise ValueError("an empty {} would split the limiter's keys across cluster slots")
+    return raw
+
+
+def redis_url(raw: str) -> str:
+    if urlsplit(raw).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("expected a redis://, rediss:// or unix:// URL")
+    return raw
