@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from aiohttp import web
+from multidict import MultiMapping
 
 from service.keys import CLIENT_ADDRESS, CONFIG
 from service.settings.oauth import TrustedProxies
@@ -48,25 +49,30 @@ _PORT = re.compile(r"\d{1,5}|_[A-Za-z0-9._-]+")
 
 def client_address(request: web.BaseRequest) -> str:
     """The client's address as text, or "unknown" when the transport does not say."""
-    peer = request.remote or UNKNOWN
     if not isinstance(request, web.Request):
-        return peer
-    proxies = request.app[CONFIG].trusted_proxies
+        return request.remote or UNKNOWN
+    return address_behind(request, request.app[CONFIG].trusted_proxies)
+
+
+def address_behind(request: web.BaseRequest, proxies: TrustedProxies) -> str:
+    """`client_address` given the trusted proxies: for a request no app routed (aiohttp's
+    answer to a head it could not parse has no app to hold the configuration)."""
+    peer = request.remote or UNKNOWN
     if not proxies.networks:
         return peer
     known = request.get(CLIENT_ADDRESS)
     if known is None:
-        lines = request.headers.getall(proxies.header, ())
+        headers = request.headers
+        # A head aiohttp could not parse comes with a plain dict of what it read, or none:
+        # none of it names a client, so the client is the nearest trusted hop.
+        lines = headers.getall(proxies.header, ()) if isinstance(headers, MultiMapping) else ()
         known = request[CLIENT_ADDRESS] = client_of(peer, lines, proxies)
     return known
 
 
-def via_trusted_proxy(request: web.BaseRequest) -> bool:
+def via_trusted_proxy(request: web.BaseRequest, proxies: TrustedProxies) -> bool:
     """Whether the request's peer is a trusted proxy: its connection carries the requests
     of many clients, so per-connection decisions must be per client instead."""
-    if not isinstance(request, web.Request):
-        return False
-    proxies = request.app[CONFIG].trusted_proxies
     return bool(proxies.networks) and _peer(proxies, request.remote or UNKNOWN)[1]
 
 

@@ -42,11 +42,12 @@ from typing import Any, cast
 from aiohttp import StreamReader, hdrs, web
 from yarl import URL
 
-from service.client_address import client_address, via_trusted_proxy
+from service.client_address import address_behind, via_trusted_proxy
 from service.config import Config
 from service.keys import CONFIG, METRICS, PACING_KEY
 from service.metrics import Metrics
 from service.settings.limits import Connections
+from service.settings.oauth import TrustedProxies
 
 # A declared body up to this size is awaited whole before the handler runs: it fits in
 # aiohttp's read buffer (64 KiB, paused past twice that), so waiting never stalls the read.
@@ -150,8 +151,15 @@ class BodyTimeout(TimeoutError):
 class ConnectionGate:
     """The open connections of one listener: the cap, and the idle ones, longest idle first."""
 
-    def __init__(self, settings: Connections, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Connections,
+        metrics: Metrics | None = None,
+        proxies: TrustedProxies | None = None,
+    ) -> None:
         self.settings = settings
+        # Asked of every answer, routed or not (a malformed head has no app to ask).
+        self.proxies = proxies or TrustedProxies()
         self._metrics = metrics
         self._open: set[Connection] = set()
         self._idle: dict[Connection, None] = {}  # insertion order: idle since
@@ -276,7 +284,12 @@ class Connection(web.RequestHandler):
         status, now = resp.status, loop.time()
         # Behind a trusted proxy one connection carries many clients' requests: the run of
         # refusals is the client's (by its address), not the connection's.
-        client = ("client", client_address(request)) if via_trusted_proxy(request) else None
+        proxies = self._gate.proxies
+        client = (
+            ("client", address_behind(request, proxies))
+            if via_trusted_proxy(request, proxies)
+            else None
+        )
         if client is None:
             pause = self._pacing.pause(status, now)
         else:
@@ -356,7 +369,7 @@ class ListenerSite(web.BaseSite):
 
 def listener_site(runner: web.AppRunner, cfg: Config) -> ListenerSite:
     """The main listener's site: the connection cap and the slow-client guards."""
-    gate = ConnectionGate(cfg.connections, runner.app.get(METRICS))
+    gate = ConnectionGate(cfg.connections, runner.app.get(METRICS), cfg.trusted_proxies)
     return ListenerSite(runner, cfg.host, cfg.port, gate)
 
 
