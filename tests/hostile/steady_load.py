@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -123,3 +124,31 @@ async def ready(session: aiohttp.ClientSession, url: str) -> tuple[int, dict[str
     async with session.get(url + "/readyz") as resp:
         body = await resp.json()
         return resp.status, body, time.monotonic() - started
+
+
+async def readiness(
+    session: aiohttp.ClientSession, url: str, expect: int, *, within: float, **body: str
+) -> float:
+    """Seconds until /readyz answers `expect` (with `body`'s fields), each answer within 5 s;
+    fails when it has not after `within` seconds."""
+    started = time.monotonic()
+    while True:
+        status, answer, took = await ready(session, url)
+        assert took < 5.0, f"/readyz took {took:.1f} s"
+        elapsed = time.monotonic() - started
+        if status == expect and all(answer.get(k) == v for k, v in body.items()):
+            return elapsed
+        assert elapsed < within, f"/readyz still {status} {answer} after {elapsed:.1f} s"
+        await asyncio.sleep(0.1)
+
+
+async def drained(
+    load: Load, running: Awaitable[None], session: aiohttp.ClientSession, port: int
+) -> tuple[float, float]:
+    """Stop the load, let the last releases land, and read what the replica still holds:
+    (pool connections in use, requests in flight)."""
+    load.stop()
+    await asyncio.wait_for(running, 30)
+    await asyncio.sleep(1.0)  # the last releases
+    in_use = await metric(session, port, IN_USE)
+    return in_use, await metric(session, port, "elova_mcp_inflight_requests")

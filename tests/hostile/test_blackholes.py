@@ -21,7 +21,7 @@ import pytest
 from service.auth.tokens import TokenService
 from service.config import Config
 from tests.hostile.processes import Replicas, wait_live
-from tests.hostile.steady_load import ENV, IN_USE, LATE, RETRYABLE, Load, metric, ready
+from tests.hostile.steady_load import ENV, LATE, RETRYABLE, Load, drained, metric, readiness
 from tests.hostile.wire import Mcp
 from tests.hostile.world import World, build_world
 from tests.support.relay import Relay
@@ -55,20 +55,6 @@ def _via(url: str, port: int) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-async def _until(session: aiohttp.ClientSession, url: str, expect: int, **body: str) -> float:
-    """Seconds until /readyz answers `expect` (with `body`'s fields); each within 5 s."""
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    while True:
-        status, answer, took = await ready(session, url)
-        assert took < 5.0, f"/readyz took {took:.1f} s"
-        elapsed = loop.time() - started
-        if status == expect and all(answer.get(k) == v for k, v in body.items()):
-            return elapsed
-        assert elapsed < 20.0, f"/readyz still {status} {answer} after {elapsed:.1f} s"
-        await asyncio.sleep(0.1)
-
-
 @pytest.mark.timeout(75)
 async def test_postgresql_black_holed_under_load(
     session: aiohttp.ClientSession, test_database: TestDatabase
@@ -87,17 +73,15 @@ async def test_postgresql_black_holed_under_load(
         await asyncio.sleep(2.0)
         holed_at = load.now()
         relay.blackhole()
-        unready = await _until(session, replicas.url(), 503, postgresql="unavailable")
+        unready = await readiness(
+            session, replicas.url(), 503, within=20.0, postgresql="unavailable"
+        )
         await asyncio.sleep(BLACKHOLE_SECONDS - unready)
         healed_at = load.now()
         relay.forward()
-        ready_again = await _until(session, replicas.url(), 200)
+        ready_again = await readiness(session, replicas.url(), 200, within=20.0)
         await asyncio.sleep(8.0)
-        load.stop()
-        await asyncio.wait_for(running, 30)
-        await asyncio.sleep(1.0)  # the last releases
-        in_use = await metric(session, metrics_port, IN_USE)
-        inflight = await metric(session, metrics_port, "elova_mcp_inflight_requests")
+        in_use, inflight = await drained(load, running, session, metrics_port)
         assert replicas.procs[0].poll() is None, "the service must not exit"
     except BaseException:
         print(replicas.output())
@@ -145,7 +129,7 @@ async def test_redis_black_holed_under_load(
         await asyncio.sleep(2.0)
         holed_at = load.now()
         relay.blackhole()
-        degraded = await _until(session, replicas.url(), 200, redis="degraded")
+        degraded = await readiness(session, replicas.url(), 200, within=20.0, redis="degraded")
         while await metric(session, metrics_port, "elova_mcp_limiter_degraded") != 1:
             assert load.now() - holed_at < window + 2.0, "the admission never fell back"
             await asyncio.sleep(0.05)
@@ -153,7 +137,7 @@ async def test_redis_black_holed_under_load(
         await asyncio.sleep(BLACKHOLE_SECONDS - degraded)
         healed_at = load.now()
         relay.forward()
-        shared_again = await _until(session, replicas.url(), 200, redis="ok")
+        shared_again = await readiness(session, replicas.url(), 200, within=20.0, redis="ok")
         await asyncio.sleep(3.0)
         load.stop()
         await asyncio.wait_for(running, 30)

@@ -17,7 +17,7 @@ from service.auth.tokens import TokenService
 from service.config import Config
 from service.store.migrate import migrate
 from tests.hostile.processes import Replicas, wait_live
-from tests.hostile.steady_load import ENV, IN_USE, LATE, RETRYABLE, Load, metric, ready
+from tests.hostile.steady_load import ENV, LATE, RETRYABLE, Load, drained, readiness
 from tests.hostile.wire import Mcp
 from tests.hostile.world import World, build_world
 from tests.support.engines_pg import PrivateCluster, start_private_cluster
@@ -87,18 +87,14 @@ async def test_primary_lost_and_standby_promoted_behind_a_multi_host_url(
             if how == "silent":
                 relay.blackhole()
             await asyncio.to_thread(cluster.kill_primary)
-            unready = await _readiness_flip(session, replicas.url(), expect=503)
+            unready = await readiness(session, replicas.url(), 503, within=15.0)
             await asyncio.sleep(2.0)  # the window an operator (or Patroni) takes to promote
             promote_started = load.now()
             await asyncio.to_thread(cluster.promote_standby)
             promoted_at = load.now()
-            ready_again = await _readiness_flip(session, replicas.url(), expect=200)
+            ready_again = await readiness(session, replicas.url(), 200, within=15.0)
             await asyncio.sleep(6.0)
-            load.stop()
-            await asyncio.wait_for(running, 30)
-            await asyncio.sleep(1.0)  # the last releases
-            in_use = await metric(session, metrics_port, IN_USE)
-            inflight = await metric(session, metrics_port, "elova_mcp_inflight_requests")
+            in_use, inflight = await drained(load, running, session, metrics_port)
             assert replicas.procs[0].poll() is None, "the service must not exit"
         except BaseException:
             print(replicas.output())
@@ -128,16 +124,3 @@ async def test_primary_lost_and_standby_promoted_behind_a_multi_host_url(
     settled = load.between(promoted_at + back + 1.0, load.now())  # and every call since
     assert settled and {s.code for s in settled} == {"ok"}, report
     assert (in_use, inflight) == (0, 0), "a pool connection or a request slot leaked"
-
-
-async def _readiness_flip(session: aiohttp.ClientSession, url: str, *, expect: int) -> float:
-    """Seconds until /readyz answers `expect` (each answer must come within 5 s)."""
-    started = asyncio.get_running_loop().time()
-    while True:
-        status, _, took = await ready(session, url)
-        assert took < 5.0, f"/readyz took {took:.1f} s"
-        elapsed = asyncio.get_running_loop().time() - started
-        if status == expect:
-            return elapsed
-        assert elapsed < 15.0, f"/readyz still {status} after {elapsed:.1f} s"
-        await asyncio.sleep(0.1)
