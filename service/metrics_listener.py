@@ -19,7 +19,8 @@ from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as CONT
 from prometheus_client.registry import Collector
 
 from service.keys import CONFIG, DB_POOL, METRICS
-from service.metrics import LOOP_PROBE_SECONDS, PREFIX, Metrics
+from service.metric_labels import LOOP_PROBE_SECONDS, PREFIX
+from service.metrics import Metrics
 
 
 class PoolCollector(Collector):

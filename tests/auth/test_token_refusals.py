@@ -31,7 +31,7 @@ from service.config import Config
 from service.errors import InvalidToken
 from service.keys import DB_POOL, METRICS
 from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, RefusalSampler
-from service.metrics import PREFIX
+from service.metric_labels import PREFIX
 from tests.auth.helpers import b64, sign, unverified
 from tests.oauth.flow import bearer, seed_account, tool_call
 from tests.support.keys import ed25519_pem

@@ -8,6 +8,7 @@ import aiohttp
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from service import metric_labels as labels
 from service import metrics as m
 from service.keys import DB_POOL, METRICS
 from tests.ops.conftest import StartApp, samples, scrape, value
@@ -101,20 +102,20 @@ def test_label_values_outside_the_fixed_sets_become_other() -> None:
 
 def test_every_label_value_is_from_a_fixed_set() -> None:
     allowed = {
-        "method": m.METHODS | {"other", "none"},
-        "tool": m.TOOLS | {"other", "none"},
-        "outcome": m.OUTCOMES | {"other"},
-        "error_code": m.TOOL_ERROR_CODES | {"other", "none"},
-        "limit": set(m.LIMITS) | {"other"},
-        "grant": set(m.GRANTS) | {"other"},
+        "method": labels.METHODS | {"other", "none"},
+        "tool": labels.TOOLS | {"other", "none"},
+        "outcome": labels.OUTCOMES | {"other"},
+        "error_code": labels.TOOL_ERROR_CODES | {"other", "none"},
+        "limit": set(labels.LIMITS) | {"other"},
+        "grant": set(labels.GRANTS) | {"other"},
         "state": {"idle", "in_use"},
-        "kind": set(m.CLIENT_KINDS) | {"other"},
+        "kind": set(labels.CLIENT_KINDS) | {"other"},
     }
     reasons = {  # `reason` means something else on each family that has it
-        "elova_mcp_auth_failures": set(m.AUTH_REASONS),
-        "elova_mcp_shed_requests": set(m.SHED_REASONS),
-        "elova_mcp_connection_cuts": set(m.CONNECTION_CUTS),
-        "elova_mcp_registration_refusals": set(m.REGISTRATION_REFUSALS),
+        "elova_mcp_auth_failures": set(labels.AUTH_REASONS),
+        "elova_mcp_shed_requests": set(labels.SHED_REASONS),
+        "elova_mcp_connection_cuts": set(labels.CONNECTION_CUTS),
+        "elova_mcp_registration_refusals": set(labels.REGISTRATION_REFUSALS),
     }
     metrics = m.Metrics()
     for outcome in ("ok", "tool_error:VALIDATION_ERROR", "limited", "auth_error", "x"):
@@ -152,11 +153,11 @@ def test_tool_label_set_is_the_catalog() -> None:
     catalog = json.loads(
         (Path(service.__file__).parent / "contract" / "elova-tools.json").read_text()
     )
-    assert {tool["name"] for tool in catalog["tools"]} == m.TOOLS
+    assert {tool["name"] for tool in catalog["tools"]} == labels.TOOLS
 
 
 def test_slo_threshold_is_a_bucket_bound() -> None:
-    assert 0.25 in m.LATENCY_BUCKETS
+    assert 0.25 in labels.LATENCY_BUCKETS
 
 
 async def test_promtool_accepts_a_real_scrape(start_app: StartApp) -> None:
@@ -169,7 +170,7 @@ async def test_promtool_accepts_a_real_scrape(start_app: StartApp) -> None:
     metrics.observe_rpc("tools/call", "get_workspace", "ok", 0.02, 900)
     metrics.request_started()
     metrics.request_finished()
-    await asyncio.sleep(m.LOOP_PROBE_SECONDS + 0.1)  # one loop-lag observation
+    await asyncio.sleep(labels.LOOP_PROBE_SECONDS + 0.1)  # one loop-lag observation
     text = await scrape(client)
     output = run([promtool, "check", "metrics"], input=text)
     assert "error" not in output.lower(), output

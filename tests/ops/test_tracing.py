@@ -25,7 +25,7 @@ import aiohttp
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from service.metrics import OPERATION_BUCKETS
+from service.metric_labels import OPERATION_BUCKETS
 from service.tracing import FLUSH_SECONDS
 from tests.clients.dataset import Dataset, load
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
