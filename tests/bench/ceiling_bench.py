@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import shutil
 import statistics
 import sys
@@ -51,6 +52,10 @@ class Command:
     port: int
     request: Callable[[], Request]
     expect: str = EXPECT
+
+
+def _loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def _say(text: str) -> None:
@@ -95,7 +100,7 @@ def _target_table(rows: list[Row], runs: dict[str, list[Result]], targets: dict[
     target, and server CPU a call beside ours (less than each peer's is a target too)."""
     ours = rows[0]
     lines = [
-        "| ours ÷ | req/s (medians) | per round (median) | target | met "
+        "| ours ÷ | req/s (medians) | median of the rounds (by round) | target | met "
         "| server CPU a call, ours / this ms | less CPU |",
         "| --- | ---: | ---: | ---: | :-: | ---: | :-: |",
     ]
@@ -113,7 +118,9 @@ def _target_table(rows: list[Row], runs: dict[str, list[Result]], targets: dict[
         met = "yes" if ratio >= target else "**no**"
         lines.append(
             f"| {row.name.split(' (')[0]} | **{ratio:.2f}{unit}** "
-            f"| {statistics.median(per_round):.2f}{unit} | ≥ {target:.2f}{unit} | {met} "
+            f"| {statistics.median(per_round):.2f}{unit} ("
+            + ", ".join(f"{r:.2f}" for r in per_round)
+            + f") | ≥ {target:.2f}{unit} | {met} "
             f"| {ours_cpu:.2f} / {their_cpu:.2f} | {cpu_met} |"
         )
     return "\n".join(lines)
@@ -121,6 +128,7 @@ def _target_table(rows: list[Row], runs: dict[str, list[Result]], targets: dict[
 
 async def run(settings: Settings) -> str:
     settings = dataclasses.replace(settings, duration=min(settings.duration, MAX_SECONDS))
+    load_before = _loadavg()
     data, cfg, access = await prepare(settings)
     logs = Path(tempfile.mkdtemp(prefix="elova-ceiling-"))
     ws = access.workspace_id
@@ -172,6 +180,8 @@ async def run(settings: Settings) -> str:
         f"(first page, {scenarios.PAGE} rows), {settings.concurrency} connections, "
         f"{settings.duration:.0f} s a run, {settings.rounds} round(s) alternating the servers",
         "",
+        f"- 1-minute load average {load_before} at the start, {_loadavg()} at the end "
+        f"({os.cpu_count()} CPUs shared with the load generator, PostgreSQL and Redis).",
         "- Same answer, one request to each beside ours: "
         + "; ".join(f"{label.split(' (')[0]}: {text}" for label, text in verdicts.items())
         + ".",

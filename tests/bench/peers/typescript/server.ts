@@ -95,5 +95,6 @@ app.post('/mcp', async (req: any, res: any) => {
 const listening = app.listen(Number(args.port), '127.0.0.1');
 process.on('SIGTERM', () => {
   listening.close();
+  listening.closeAllConnections();
   void pool.end();
 });
