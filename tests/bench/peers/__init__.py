@@ -43,11 +43,10 @@ class Peer:
     short: str
     target: float  # ours ÷ this peer, req/s (issue 23)
     installed: Path  # the file whose presence says the peer is installed
+    program: tuple[Path, Path]  # the interpreter and the server's source
 
     def command(self, port: int, dsn: str) -> list[str]:
-        if self.short == "TypeScript SDK":
-            return [str(node()), str(TYPESCRIPT / "server.ts"), "--port", str(port), "--dsn", dsn]
-        return [str(FASTMCP_PYTHON), str(FASTMCP / "server.py"), "--port", str(port), "--dsn", dsn]
+        return [*map(str, self.program), "--port", str(port), "--dsn", dsn]
 
 
 def _version(package_json: Path, name: str) -> str:
@@ -73,12 +72,14 @@ PEERS = (
         "TypeScript SDK",
         2.0,
         TYPESCRIPT / "node_modules" / ".elova-installed",
+        (node(), TYPESCRIPT / "server.ts"),
     ),
     Peer(
         f"FastMCP {FASTMCP_VERSION} (stateless JSON, uvicorn {UVICORN}, uvloop + httptools)",
         "FastMCP",
         3.0,
         ROOT / ".tools" / "bench-fastmcp" / ".elova-installed",
+        (FASTMCP_PYTHON, FASTMCP / "server.py"),
     ),
 )
 
@@ -91,7 +92,7 @@ def statement() -> str:
 
 def missing() -> list[Peer]:
     """The peers not installed here (the bench leaves them out and says so)."""
-    return [peer for peer in PEERS if not peer.installed.exists() or not node().exists()]
+    return [p for p in PEERS if not p.installed.exists() or not p.program[0].exists()]
 
 
 def _rows(body: bytes) -> list[dict[str, Any]]:
