@@ -57,7 +57,7 @@ UNIT_TESTS := tests/test_config.py tests/test_crypto.py tests/test_shedding.py \
 	tests/ux/test_docs.py tests/ux/test_tools_doc.py \
 	tests/ux/test_no_shared_refs.py tests/ux/test_rewrite_shared_refs.py \
 	tests/test_migration_rule.py tests/oauth/test_hosts.py tests/test_client_address.py \
-	tests/test_tracing_units.py tests/audit_trail/test_units.py
+	tests/test_tracing_units.py tests/audit_trail/test_units.py tests/bench/test_peers.py
 
 check: install
 	$(BIN)/ruff check service tests
@@ -72,8 +72,11 @@ lint: install
 
 # Every section of docs/benchmarks.md in one run; BENCH_ARGS passes flags, e.g.
 # `make bench BENCH_ARGS="--baseline cf8c545"` (old against new) or "--quick --flood-only".
+# The peers (a TypeScript SDK server, a FastMCP server) are installed here only, not by
+# `make tools`: tests/bench/peers/install.sh (docs/decisions/bench-peers.md).
 BENCH_ARGS ?=
 bench: install tools
+	PYTHON=$(PYTHON) bash tests/bench/peers/install.sh
 	$(BIN)/python -m tests.bench $(BENCH_ARGS)
 
 # `make soak SOAK_ARGS="--rolling --minutes 3"`: replicas behind HAProxy, restarted in turn.
