@@ -152,11 +152,19 @@ class Admission:
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
 
     async def release(self, grant: Grant) -> None:
-        """`release_soon`, then wait (bounded) for Redis to confirm it: what the transport
-        does before answering. Cancelling the wait does not cancel the release."""
+        """`release_soon`, then wait for Redis to confirm it: what the transport does
+        before answering. The pipeline bounds the wait (its calls settle within their
+        bound) and sends the release even if this wait is cancelled."""
         pending = self.release_soon(grant)
         if pending is not None:
-            await asyncio.wait((pending,), timeout=self._timeout * 3)
+            try:
+                await pending
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this request was cancelled, not only the release's reply
+            except Exception:  # handled by `_released`; the lease bounds it
+                pass
 
     def release_soon(self, grant: Grant) -> asyncio.Future[Any] | None:
         """Free the grant's slots (idempotent): the release is queued on the pipeline at
@@ -179,7 +187,11 @@ class Admission:
         return reply
 
     def _released(self, started: float, reply: asyncio.Future[Any]) -> None:
-        err = asyncio.CancelledError() if reply.cancelled() else reply.exception()
+        if reply.cancelled():
+            # Its waiter went away (the client, a shutdown): the call is sent regardless,
+            # and its outcome is nobody's to count.
+            return
+        err = reply.exception()
         self._metrics.redis_call("release", time.perf_counter() - started, err is not None)
         if err is not None and self._breaker.state is State.CLOSED:
             self._failed(err)

@@ -127,9 +127,9 @@ class ScriptPipeline:
 
     def submit(self, script: Script, packed: bytes) -> asyncio.Future[Any]:
         """Queue one packed EVALSHA of `script` now and return the future of its reply:
-        its place in the order is taken at once, and a caller that need not wait (a
-        release) may leave it. The future settles within `bound` (a TimeoutError then):
-        the sender bounds each batch by the deadline of the oldest call in it."""
+        its place in the order is taken at once, and the call is sent even if the future
+        is cancelled (its caller went away) or left. The future settles within `bound` (a
+        TimeoutError then): the sender bounds each batch by its oldest call's deadline."""
         loop = asyncio.get_running_loop()
         reply = loop.create_future()
         self._queue.append(_Queued(script, packed, loop.time() + self.bound, reply))
@@ -164,7 +164,10 @@ class ScriptPipeline:
             while self._queue:
                 batch, self._queue = self._queue, []
                 try:
-                    await self._send([q for q in batch if not q.reply.done()])
+                    # Calls whose caller stopped waiting (cancelled) are sent too: a
+                    # release must reach Redis anyway, and an admission's caller sends
+                    # a compensating release after it.
+                    await self._send(batch)
                 except BaseException:  # the sender itself was cancelled (shutdown)
                     for q in [*batch, *self._queue]:
                         q.reply.cancel()
