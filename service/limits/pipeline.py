@@ -304,12 +304,13 @@ class ScriptPipeline:
         self, conn: AbstractConnection, packed: list[bytes], count: int
     ) -> list[Any]:
         """Write the packed commands on `conn` and read their `count` replies (an error
-        reply is returned in its place, not raised), within the connection's read timeout
-        for the whole exchange."""
+        reply is returned in its place, not raised), each read from the socket within the
+        connection's timeout (as redis-py bounds each of its reads)."""
         try:
-            async with asyncio.timeout(getattr(conn, "socket_timeout", None)):
+            step = getattr(conn, "socket_timeout", None)
+            async with asyncio.timeout(step) as bounded:
                 await _write(conn, b"".join(packed))
-                return await read_replies(conn, count)
+                return await read_replies(conn, count, bounded, step)
         except BaseException:
             await self.route.lost(conn)
             raise
@@ -328,11 +329,17 @@ async def _write(conn: AbstractConnection, data: bytes) -> None:
         await writer.drain()
 
 
-async def read_replies(conn: AbstractConnection, count: int) -> list[Any]:
+async def read_replies(
+    conn: AbstractConnection,
+    count: int,
+    bounded: asyncio.Timeout | None = None,
+    step: float | None = None,
+) -> list[Any]:
     """`count` replies from `conn`, errors in their place. With hiredis (a dependency of
     this package) they are taken from its reader as the socket delivers them; redis-py's
     `read_response`, which we use otherwise, costs a timeout context and several
-    awaits a reply."""
+    awaits a reply. `bounded` (the exchange's timeout) is moved on by `step` after each
+    read that brought data."""
     parser = conn._parser
     reader = getattr(parser, "_reader", None)
     stream = getattr(parser, "_stream", None)
@@ -346,6 +353,8 @@ async def read_replies(conn: AbstractConnection, count: int) -> list[Any]:
             if not data:
                 raise RedisConnectionError("Redis closed the connection")
             reader.feed(data)
+            if bounded is not None and step is not None:  # the next read has its own
+                bounded.reschedule(asyncio.get_running_loop().time() + step)
             continue
         if isinstance(reply, RedisConnectionError):  # what redis-py raises, too
             raise reply
