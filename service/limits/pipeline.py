@@ -25,11 +25,14 @@ being migrated, this key not here) sends ASKING and the call to the importing no
 TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
 route (route.py) knows which server serves the limiter's slot.
 
-The commands are packed by hiredis (C) rather than by redis-py's pure-Python packer, which
-cost ~60 µs a script call (13 arguments) under load. The connection is the pipeline's own:
-the route takes it once (from the client's pool, or in cluster mode from the node that owns
-the slot), keeps it between batches and gives it back only on close. It is still a redis-py
-connection, with that client's timeouts and reply parsing (by hiredis as well).
+The admission hands in its calls packed (calls.py; `call` packs with hiredis for other
+callers). The connection is the pipeline's own: the route takes it once (from the client's
+pool, or in cluster mode from the node that owns the slot), keeps it between batches and
+gives it back only on close. It is a redis-py connection (connect, AUTH, TLS, Sentinel),
+but a batch is written on its stream and its replies taken from its hiredis reader
+directly, each socket read bounded by the client's timeout: redis-py's per-command calls
+cost a task a write and a timeout context a reply. Each call is bounded as a whole by one
+timer a batch (its oldest call's deadline).
 """
 
 from __future__ import annotations
