@@ -7,9 +7,10 @@ while the circuit breaker holds Redis open, a per-process limiter with this repl
 of each cap answers instead (docs/limits.md). Entering and leaving that degraded mode is
 logged once each and exported through `Metrics.limiter_degraded`.
 
-Every key of one script call shares one hash slot (`{limits}` hash tag), because the
-script takes the global slot and the account's slot in the same atomic step; see
-docs/decisions/limits.md.
+Beside it: calls.py packs the script calls, pipeline.py sends them, refusals.py makes the
+429s and spent.py remembers the approvals whose rate budget is spent. Every key of one
+script call shares one hash slot (`{limits}` hash tag), because the script takes the
+global slot and the account's slot in the same atomic step; see docs/decisions/limits.md.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -28,22 +27,14 @@ from redis.exceptions import RedisError
 
 from service import tracing
 from service.auth.caller import Caller
-from service.errors import LimitExceeded
-from service.headers import RATE_LIMIT
 from service.limits.breaker import CircuitBreaker, State
-from service.limits.budget import (
-    ACCOUNT,
-    ACCOUNT_DAILY,
-    APPROVAL,
-    APPROVAL_POLICY,
-    GLOBAL,
-    Budget,
-    Decision,
-    concurrency_hint,
-)
+from service.limits.budget import APPROVAL, Budget, Decision
+from service.limits.calls import ScriptCalls
 from service.limits.local import LocalLimiter
-from service.limits.pipeline import Script, ScriptPipeline
+from service.limits.pipeline import ScriptPipeline
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, RedisClient
+from service.limits.refusals import Refusals
+from service.limits.spent import SpentBudgets
 from service.metrics import Metrics
 from service.settings.limits import Limits
 
@@ -53,9 +44,6 @@ log = logging.getLogger("service.limits")
 # after the last one, the lease's own expiry frees the slots.
 _COMPENSATION_DELAYS = (0.0, 0.25, 1.0, 3.0)
 
-# How many (account, approval) key lists `keys` remembers before starting over.
-_KNOWN_KEYS = 4096
-
 # `_admit_shared` could not tell whether the request is admitted (see there).
 _UNANSWERED = object()
 
@@ -63,6 +51,8 @@ _UNANSWERED = object()
 # has (the global lease set is the limiter's own: ZREM of an absent member changes nothing).
 _PROBE_ID = "elova-health-probe"
 _PROBE_OWNER = UUID(int=0)
+
+_FAILURES = (RedisError, OSError, TimeoutError)
 
 
 @dataclass(eq=False, slots=True)
@@ -94,28 +84,26 @@ class Admission:
     ) -> None:
         self.limits = limits
         self._redis = redis
-        self._base = f"{key_prefix}{{limits}}:"
+        base = f"{key_prefix}{{limits}}:"
         self._metrics = metrics
         self._breaker = breaker or CircuitBreaker()
         self._timeout = timeout_seconds
         lease_seconds = limits.request_deadline_seconds + limits.lease_grace_seconds
-        self._lease_ms = round(lease_seconds * 1000)
+        self._calls = ScriptCalls(base, limits, round(lease_seconds * 1000))
         self._local = LocalLimiter.share(limits, limits.expected_replicas)
-        self._admit = Script("admit.lua")
-        self._release = Script("release.lua")
-        # Admissions and releases of concurrent requests share writes (see pipeline.py).
+        self._refusals = Refusals(limits, self._local, metrics)
+        # Approvals the shared limiter refused for their rate budget (spent.py).
+        self._spent = SpentBudgets(self._refusals, metrics)
+        # Admissions and releases of concurrent requests share writes (see pipeline.py);
+        # each call is bounded as a whole (the batch ahead of it, connect, a reload after
+        # NOSCRIPT, redirects) at 3x the client's timeout, so no path can stall a request.
         self._pipeline = (
-            ScriptPipeline(redis, slot_key=f"{self._base}global", bound=timeout_seconds * 3)
+            ScriptPipeline(redis, slot_key=f"{base}global", bound=timeout_seconds * 3)
             if redis is not None
             else None
         )
         self._background: set[asyncio.Task[None]] = set()
         self._degraded = False
-        self._keys: dict[tuple[UUID, UUID], list[str]] = {}
-        # Approvals the shared limiter refused for their rate budget: until the next token
-        # (the script's own retry time) Redis would refuse them again, so this replica
-        # answers those 429s itself (monotonic deadline, the script's decision, its time).
-        self._spent: dict[UUID, _Spent] = {}
 
     @property
     def degraded(self) -> bool:
@@ -135,36 +123,19 @@ class Admission:
         return self._local
 
     def keys(self, account_id: UUID, approval_id: UUID) -> list[str]:
-        """The five keys of one script call, all in one hash slot (remembered for the
-        approvals seen lately: every request of an approval uses the same five)."""
-        known = self._keys.get((account_id, approval_id))
-        if known is not None:
-            return known
-        b = self._base
-        keys = [
-            f"{b}global",
-            f"{b}account:{account_id}",
-            f"{b}approval:{approval_id}",
-            f"{b}daily:{account_id}",
-            f"{b}cancelled",
-        ]
-        if len(self._keys) >= _KNOWN_KEYS:
-            self._keys.clear()
-        self._keys[(account_id, approval_id)] = keys
-        return keys
+        """The five keys of one admission, all in one hash slot (calls.py)."""
+        return self._calls.keys(account_id, approval_id)
 
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
-        spent = self._spent.get(caller.approval_id)
-        if spent is not None:
-            refusal = self._still_spent(caller.approval_id, spent)
-            if refusal is not None:
-                raise refusal
+        refusal = self._spent.refusal(caller.approval_id)
+        if refusal is not None:
+            raise refusal
         decision: Decision | None = None
         if self._redis is not None:
             if self._breaker.state is State.CLOSED:
                 answer = await self._admit_shared(request_id, caller)
                 if answer is _UNANSWERED:
-                    raise self._unanswered()
+                    raise self._refusals.unanswered()
                 decision = answer if isinstance(answer, Decision) else None
             else:
                 # Redis is down: this request is answered by the per-process limits. Whether
@@ -176,16 +147,24 @@ class Admission:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
         if not decision.admitted:
             if shared and decision.limit == APPROVAL and decision.retry_ms > 0:
-                self._remember_spent(caller.approval_id, decision)
-            raise self._refusal(decision, shared)
+                self._spent.remember(caller.approval_id, decision)
+            raise self._refusals.refusal(decision, shared)
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
 
     async def release(self, grant: Grant) -> None:
-        """`release_soon`, then wait (bounded) for Redis to confirm it: what the transport
-        does before answering. Cancelling the wait does not cancel the release."""
+        """`release_soon`, then wait for Redis to confirm it: what the transport does
+        before answering. The pipeline bounds the wait (its calls settle within their
+        bound) and sends the release even if this wait is cancelled."""
         pending = self.release_soon(grant)
         if pending is not None:
-            await asyncio.wait([pending], timeout=self._timeout * 3)
+            try:
+                await pending
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this request was cancelled, not only the release's reply
+            except Exception:  # handled by `_released`; the lease bounds it
+                pass
 
     def release_soon(self, grant: Grant) -> asyncio.Future[Any] | None:
         """Free the grant's slots (idempotent): the release is queued on the pipeline at
@@ -202,14 +181,17 @@ class Admission:
             # Redis is failing: do not make anyone wait; the lease bounds the leak.
             self._spawn(self._release_shared(grant.request_id, grant.account_id, grant.approval_id))
             return None
-        args = self._release_args(grant.request_id, compensate=False)
-        keys = self.keys(grant.account_id, grant.approval_id)
-        reply = self._pipeline.submit(self._release, keys, args)
+        packed = self._calls.release(grant.request_id, grant.account_id, grant.approval_id)
+        reply = self._pipeline.submit(self._calls.release_script, packed)
         reply.add_done_callback(functools.partial(self._released, time.perf_counter()))
         return reply
 
     def _released(self, started: float, reply: asyncio.Future[Any]) -> None:
-        err = asyncio.CancelledError() if reply.cancelled() else reply.exception()
+        if reply.cancelled():
+            # Its waiter went away (the client, a shutdown): the call is sent regardless,
+            # and its outcome is nobody's to count.
+            return
+        err = reply.exception()
         self._metrics.redis_call("release", time.perf_counter() - started, err is not None)
         if err is not None and self._breaker.state is State.CLOSED:
             self._failed(err)
@@ -221,8 +203,8 @@ class Admission:
             return
         try:
             async with asyncio.timeout(self._timeout * 3):
-                await self._pipeline.preload([self._admit, self._release])
-        except (RedisError, OSError, TimeoutError) as err:
+                await self._pipeline.preload([self._calls.admit_script, self._calls.release_script])
+        except _FAILURES as err:
             log.info(
                 "Redis did not answer at start (%s); admissions will retry it", type(err).__name__
             )
@@ -236,12 +218,12 @@ class Admission:
             return False
         started = time.perf_counter()
         try:
-            keys = self.keys(_PROBE_OWNER, _PROBE_OWNER)
-            await self._call(self._release, keys, self._release_args(_PROBE_ID, compensate=False))
+            packed = self._calls.release(_PROBE_ID, _PROBE_OWNER, _PROBE_OWNER)
+            await self._pipeline.submit(self._calls.release_script, packed)
         except asyncio.CancelledError:
             self._breaker.abandon()
             raise
-        except (RedisError, OSError, TimeoutError) as err:
+        except _FAILURES as err:
             self._metrics.redis_call(operation, time.perf_counter() - started, True)
             self._failed(err)
             return False
@@ -274,27 +256,21 @@ class Admission:
 
     async def _admit_shared(self, request_id: str, caller: Caller) -> Decision | object | None:
         """The script's decision; None to let the per-process limiter answer (the breaker
-        is open: Redis is down); _UNANSWERED for one failure while Redis is believed up."""
-        lim = self.limits
-        args = (
-            request_id,
-            lim.global_concurrency,
-            lim.account_concurrency,
-            lim.approval_per_minute,
-            self._lease_ms,
-            lim.account_per_day or 0,
-        )
+        is open: Redis is down, or a compensation cancelled this id); _UNANSWERED for one
+        failure while Redis is believed up."""
+        assert self._pipeline is not None
+        calls = self._calls
         started = time.perf_counter()
         try:
-            keys = self.keys(caller.account_id, caller.approval_id)
+            packed = calls.admit(request_id, caller.account_id, caller.approval_id)
             with tracing.redis_span("EVALSHA", "admit"):  # a span only when traced
-                reply = await self._call(self._admit, keys, args)
+                reply = await self._pipeline.submit(calls.admit_script, packed)
         except asyncio.CancelledError:
             # The client went away mid-admission: the script may still run on the server.
             self._breaker.abandon()
             self._compensate(request_id, caller.account_id, caller.approval_id)
             raise
-        except (RedisError, OSError, TimeoutError) as err:
+        except _FAILURES as err:
             self._metrics.redis_call("admit", time.perf_counter() - started, True)
             self._failed(err)
             if not _refused_connection(err):
@@ -306,55 +282,30 @@ class Admission:
             return None if self._breaker.state is State.OPEN else _UNANSWERED
         self._metrics.redis_call("admit", time.perf_counter() - started, False)
         self._succeeded()
-        status, limit, retry_ms, milli_tokens, used, reset_ms = (_int_or_str(v) for v in reply)
-        budget = Budget(
-            lim.approval_per_minute,
-            int(milli_tokens) / 1000,
-            lim.account_per_day,
-            int(used),
-            int(reset_ms) / 1000,
-        )
-        if status == -1:
+        decision = calls.decision(reply)
+        if decision is None:
             log.warning("admission: request id %s reused after its compensation", request_id)
-            return None
-        if status == 1:
-            return Decision(True, budget)
-        return Decision(False, budget, str(limit), int(retry_ms))
+        return decision
 
     async def _release_shared(
         self, request_id: str, account_id: UUID, approval_id: UUID, *, compensate: bool = False
     ) -> bool:
         """One release call; True when Redis answered."""
-        assert self._redis is not None
-        args = self._release_args(request_id, compensate=compensate)
+        assert self._pipeline is not None
+        calls = self._calls
+        pack = calls.compensate if compensate else calls.release
         started = time.perf_counter()
         try:
-            await self._call(self._release, self.keys(account_id, approval_id), args)
-        except (RedisError, OSError, TimeoutError) as err:
+            await self._pipeline.submit(
+                calls.release_script, pack(request_id, account_id, approval_id)
+            )
+        except _FAILURES as err:
             self._metrics.redis_call("release", time.perf_counter() - started, True)
             if self._breaker.state is State.CLOSED:
                 self._failed(err)
             return False
         self._metrics.redis_call("release", time.perf_counter() - started, False)
         return True
-
-    def _release_args(self, request_id: str, *, compensate: bool) -> tuple[Any, ...]:
-        lim = self.limits
-        return (
-            request_id,
-            1 if compensate else 0,
-            self._lease_ms,
-            lim.approval_per_minute,
-            lim.account_per_day or 0,
-        )
-
-    async def _call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        # Each step is bounded by the client's timeouts; this bounds the whole call (the
-        # batch ahead of it, pool, connect, a reload after NOSCRIPT) so no path can stall a
-        # request.
-        assert self._pipeline is not None
-        async with asyncio.timeout(self._timeout * 3):
-            return await self._pipeline.call(script, keys, args)
 
     def _compensate(self, request_id: str, account_id: UUID, approval_id: UUID) -> None:
         async def run() -> None:
@@ -405,98 +356,6 @@ class Admission:
             log.warning("shared limits restored: Redis answers again")
             self._metrics.limiter_degraded(False)
 
-    def _remember_spent(self, approval_id: UUID, decision: Decision) -> None:
-        if len(self._spent) >= _KNOWN_KEYS:
-            self._spent.clear()
-        self._spent[approval_id] = _Spent(time.monotonic(), decision)
-
-    def _still_spent(self, approval_id: UUID, spent: _Spent) -> LimitExceeded | None:
-        """The 429 the shared limiter would answer now for an approval it refused for its
-        rate budget, or None once its next token is due (then Redis decides again). Its
-        text and headers change once a second: they are made once a second."""
-        now = time.monotonic()
-        if now >= spent.until:
-            del self._spent[approval_id]
-            return None
-        retry = max(1, math.ceil(spent.until - now))
-        if retry != spent.shown_retry:
-            budget = spent.decision.budget
-            elapsed = now - spent.decided
-            later = Decision(
-                False,
-                Budget(
-                    budget.per_minute,
-                    budget.tokens + elapsed * budget.per_minute / 60.0,
-                    budget.daily_cap,
-                    budget.daily_used,
-                    max(0.0, budget.daily_reset_seconds - elapsed),
-                ),
-                APPROVAL,
-                round((spent.until - now) * 1000),
-            )
-            spent.shown = self._refusal(later, True, count=False)
-            spent.shown_retry = retry
-        assert spent.shown is not None
-        self._metrics.limit_refused(APPROVAL)
-        shown = spent.shown
-        return LimitExceeded(
-            APPROVAL, shown.retry_after_seconds, shown.message, headers=shown.headers
-        )
-
-    def _unanswered(self) -> LimitExceeded:
-        self._metrics.limit_refused(GLOBAL)
-        retry = concurrency_hint()
-        # The budget is unknown; what holds is "nothing more until the hint has passed".
-        headers = Budget(
-            self.limits.approval_per_minute, 0.0, self.limits.account_per_day
-        ).headers()
-        headers[RATE_LIMIT] = f'"{APPROVAL_POLICY}";r=0;t={retry}'
-        return LimitExceeded(
-            GLOBAL, retry, "The shared limits did not answer in time.", headers=headers
-        )
-
-    def _refusal(self, decision: Decision, shared: bool, *, count: bool = True) -> LimitExceeded:
-        limit = decision.limit or GLOBAL
-        if count:
-            self._metrics.limit_refused(limit)
-        if shared:
-            caps = (self.limits.global_concurrency, self.limits.account_concurrency)
-        else:
-            caps = (self._local.global_cap, self._local.account_cap)
-        return LimitExceeded(
-            limit,
-            decision.retry_after_seconds(),
-            _message(limit, decision.budget, *caps),
-            headers=decision.budget.headers(),
-        )
-
-
-class _Spent:
-    """An approval refused for its rate budget: when (monotonic) its next token is due,
-    the script's decision and when it was made, and the refusal last shown for it."""
-
-    __slots__ = ("decided", "decision", "shown", "shown_retry", "until")
-
-    def __init__(self, decided: float, decision: Decision) -> None:
-        self.decided = decided
-        self.decision = decision
-        self.until = decided + decision.retry_ms / 1000
-        self.shown: LimitExceeded | None = None
-        self.shown_retry = 0
-
-
-def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> str:
-    if limit == ACCOUNT_DAILY:
-        return (
-            f"This account has used its {budget.daily_cap} requests for today;"
-            " the budget resets at 00:00 UTC."
-        )
-    if limit == APPROVAL:
-        return f"This approval has used its {budget.per_minute} requests a minute."
-    if limit == ACCOUNT:
-        return f"This account already has {account_cap} requests in progress."
-    return f"The service is handling {global_cap} requests at once."
-
 
 def _refused_connection(err: BaseException) -> bool:
     """The connection was refused, so the command was certainly never sent."""
@@ -506,11 +365,3 @@ def _refused_connection(err: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def _int_or_str(value: Any) -> int | str:
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, int):
-        return value
-    return str(value)

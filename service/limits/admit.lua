@@ -7,8 +7,9 @@
 -- KEYS[5] cancelled ids      ZSET request id -> expiry: compensating releases that came first
 -- ARGV: request id, global cap, account cap, per minute, lease ms, daily cap (0 = off)
 --
--- Returns {admitted (1) | refused (0) | cancelled (-1), limit, retry ms, milli-tokens left,
---          daily used, ms until the daily reset, bucket ms since last write}.
+-- Returns integers only (cheap to read): {admitted (1) | refused (0) | cancelled (-1),
+--          limit (0 none, 1 global, 2 account, 3 approval, 4 account_daily), retry ms,
+--          milli-tokens left, daily used, ms until the daily reset}.
 -- Every time is Redis TIME: a replica's own clock never enters a decision.
 
 local t = redis.call('TIME')
@@ -24,14 +25,14 @@ local day_ms = 86400000
 -- Expired leases belong to requests whose replica died: they free themselves here.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+-- (The cancelled set is purged by the compensating releases that add to it: release.lua.)
 
 local day = math.floor(now / day_ms)
 local reset_ms = (day + 1) * day_ms - now
 
 -- A compensating release for this id already ran: its client gave up, take nothing.
 if redis.call('ZSCORE', KEYS[5], rid) then
-  return {-1, '', 0, 0, 0, reset_ms}
+  return {-1, 0, 0, 0, 0, reset_ms}
 end
 
 local rate = per_minute / 60000
@@ -61,16 +62,16 @@ end
 
 -- The refusal named is the one that binds longest: daily, then rate, then concurrency.
 if daily_cap > 0 and used >= daily_cap then
-  return refuse('account_daily', reset_ms)
+  return refuse(4, reset_ms)  -- account_daily
 end
 if tokens < 1 then
-  return refuse('approval', math.ceil((1 - tokens) / rate))
+  return refuse(3, math.ceil((1 - tokens) / rate))  -- approval
 end
 if redis.call('ZCARD', KEYS[2]) >= account_cap then
-  return refuse('account', 0)
+  return refuse(2, 0)  -- account
 end
 if redis.call('ZCARD', KEYS[1]) >= global_cap then
-  return refuse('global', 0)
+  return refuse(1, 0)  -- global
 end
 
 local expiry = now + lease_ms
@@ -90,4 +91,4 @@ if daily_cap > 0 then
   redis.call('PEXPIRE', KEYS[4], reset_ms + 60000)
 end
 
-return {1, '', 0, math.floor(tokens * 1000), used, reset_ms}
+return {1, 0, 0, math.floor(tokens * 1000), used, reset_ms}

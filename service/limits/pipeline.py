@@ -25,29 +25,40 @@ being migrated, this key not here) sends ASKING and the call to the importing no
 TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
 route (route.py) knows which server serves the limiter's slot.
 
-The commands are packed by hiredis (C) rather than by redis-py's pure-Python packer, which
-cost ~60 µs a script call (13 arguments) under load. The connection is the pipeline's own:
-the route takes it once (from the client's pool, or in cluster mode from the node that owns
-the slot), keeps it between batches and gives it back only on close. It is still a redis-py
-connection, with that client's timeouts and reply parsing (by hiredis as well).
+The admission hands in its calls packed (calls.py; `call` packs with hiredis for other
+callers). The connection is the pipeline's own: the route takes it once (from the client's
+pool, or in cluster mode from the node that owns the slot), keeps it between batches and
+gives it back only on close. It is a redis-py connection (connect, AUTH, TLS, Sentinel),
+but a batch is written on its stream and its replies taken from its hiredis reader
+directly, each socket read bounded by the client's timeout: redis-py's per-command calls
+cost a task a write and a timeout context a reply. Each call is bounded as a whole by one
+timer a batch (its oldest call's deadline).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
 from hiredis import pack_command
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.limits.route import Route, route_for
 
@@ -56,6 +67,7 @@ from service.limits.route import Route, route_for
 _ROUNDS = 32
 _TRYAGAIN_PAUSE = 0.02
 _REDIRECTS = (NoScriptError, MovedError, AskError, TryAgainError)
+_READ_SIZE = 65536
 
 
 class Script:
@@ -68,21 +80,18 @@ class Script:
         self.sha: str | None = self.digest  # what EVALSHA sends (tests may spoil it)
 
 
-def _new_future() -> asyncio.Future[Any]:
-    return asyncio.get_running_loop().create_future()
+def evalsha(script: Script, keys: Sequence[str], args: Sequence[Any]) -> bytes:
+    """The packed EVALSHA of `script` (what the pipeline writes)."""
+    sha = script.sha or script.digest
+    return bytes(pack_command(("EVALSHA", sha, len(keys), *keys, *args)))
 
 
 @dataclass(slots=True)
 class _Queued:
     script: Script
-    keys: Sequence[str]
-    args: Sequence[Any]
-    reply: asyncio.Future[Any] = field(default_factory=_new_future)
-
-
-def _evalsha(q: _Queued) -> bytes:
-    sha = q.script.sha or q.script.digest
-    return bytes(pack_command(("EVALSHA", sha, len(q.keys), *q.keys, *q.args)))
+    packed: bytes  # the EVALSHA as written (sent again as is after a redirect)
+    deadline: float  # loop time by which its reply must have settled
+    reply: asyncio.Future[Any]
 
 
 def _loads(batch: Sequence[_Queued]) -> list[bytes]:
@@ -117,19 +126,19 @@ class ScriptPipeline:
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """EVALSHA `script` with `keys` and `args`; its reply, or the error of its batch."""
-        return await self.submit(script, keys, args)
+        return await self.submit(script, evalsha(script, keys, args))
 
-    def submit(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any]
-    ) -> asyncio.Future[Any]:
-        """Queue the call now and return the future of its reply, for a caller that need
-        not wait for it (a release): its place in the order is taken at once. The future
-        always settles: every step of a round trip is bounded by the client's timeouts."""
-        queued = _Queued(script, keys, args)
-        self._queue.append(queued)
+    def submit(self, script: Script, packed: bytes) -> asyncio.Future[Any]:
+        """Queue one packed EVALSHA of `script` now and return the future of its reply:
+        its place in the order is taken at once, and the call is sent even if the future
+        is cancelled (its caller went away) or left. The future settles within `bound` (a
+        TimeoutError then): the sender bounds each batch by its oldest call's deadline."""
+        loop = asyncio.get_running_loop()
+        reply = loop.create_future()
+        self._queue.append(_Queued(script, packed, loop.time() + self.bound, reply))
         if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._drain())
-        return queued.reply
+            self._sender = loop.create_task(self._drain())
+        return reply
 
     async def preload(self, scripts: Sequence[Script]) -> None:
         """SCRIPT LOAD each script on the server that serves the limiter's slot."""
@@ -157,20 +166,42 @@ class ScriptPipeline:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                await self._send([q for q in batch if not q.reply.done()])
+                try:
+                    # Calls whose caller stopped waiting (cancelled) are sent too: a
+                    # release must reach Redis anyway, and an admission's caller sends
+                    # a compensating release after it.
+                    await self._send(batch)
+                except BaseException:  # the sender itself was cancelled (shutdown)
+                    for q in [*batch, *self._queue]:
+                        q.reply.cancel()
+                    self._queue = []
+                    raise
         finally:
             self._sender = None
 
     async def _send(self, batch: list[_Queued]) -> None:
         if not batch:
             return
+        # One timer a batch, not one a call: the oldest call's deadline is the earliest. A
+        # call already past its own is answered now but still sent: a release must reach
+        # Redis however late, and a late admission is compensated by its caller.
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for q in batch:
+            if q.deadline <= now:
+                _settle(q, TimeoutError("the admission's Redis call waited past its bound"))
+        waiting = next((q for q in batch if not q.reply.done()), None)
+        deadline = now + self.bound if waiting is None else waiting.deadline
         try:
-            conn = await self.route.connection()
-            replies = await self._exchange(conn, [_evalsha(q) for q in batch], len(batch))
+            async with asyncio.timeout_at(deadline):
+                await self._send_bounded(batch)
         except Exception as err:  # the whole batch failed: connection, timeout, …
             for q in batch:
                 _settle(q, err)
-            return
+
+    async def _send_bounded(self, batch: list[_Queued]) -> None:
+        conn = await self.route.connection()
+        replies = await self._exchange(conn, [q.packed for q in batch], len(batch))
         self.batches += 1
         self.calls += len(batch)
         redirected: list[tuple[_Queued, ResponseError]] | None = None
@@ -186,13 +217,15 @@ class ScriptPipeline:
     async def _follow(self, redirected: list[tuple[_Queued, ResponseError]]) -> None:
         """Send redirected calls again (in their order) until each has a real reply, or
         the rounds or the time run out (then each gets its last reply: an error)."""
-        deadline = time.monotonic() + self.bound
+        loop = asyncio.get_running_loop()
         rounds = 0
         while redirected:
             self.redirects += len(redirected)
             self.followed.update(type(err).__name__ for _, err in redirected)
             rounds += 1
-            if rounds > _ROUNDS or time.monotonic() > deadline:
+            # The batch's timer is the hard bound; stopping before it answers each call
+            # with its last reply (a NOSCRIPT, a TRYAGAIN …) rather than a bare timeout.
+            if rounds > _ROUNDS or loop.time() > redirected[0][0].deadline - _TRYAGAIN_PAUSE:
                 break
             try:
                 redirected = await self._round(redirected)
@@ -220,7 +253,7 @@ class ScriptPipeline:
             conn = await self.route.connection()
             loads = _loads(again)
             replies = await self._exchange(
-                conn, [*loads, *(_evalsha(q) for q in again)], len(loads) + len(again)
+                conn, [*loads, *(q.packed for q in again)], len(loads) + len(again)
             )
             out += self._settle_round(again, replies[len(loads) :])
         if asked:
@@ -252,7 +285,7 @@ class ScriptPipeline:
         asking = _pack("ASKING")
         packed = [*loads]
         for q in calls:
-            packed += [asking, _evalsha(q)]
+            packed += [asking, q.packed]
         try:
             replies = await self._exchange(conn, packed, len(packed))
         finally:
@@ -274,19 +307,72 @@ class ScriptPipeline:
         self, conn: AbstractConnection, packed: list[bytes], count: int
     ) -> list[Any]:
         """Write the packed commands on `conn` and read their `count` replies (an error
-        reply is returned in its place, not raised)."""
+        reply is returned in its place, not raised), each read from the socket within the
+        connection's timeout (as redis-py bounds each of its reads)."""
         try:
-            await conn.send_packed_command(b"".join(packed), check_health=False)
-            replies: list[Any] = []
-            for _ in range(count):
-                try:
-                    replies.append(await conn.read_response())
-                except ResponseError as err:
-                    replies.append(err)
-            return replies
+            step = getattr(conn, "socket_timeout", None)
+            async with asyncio.timeout(step) as bounded:
+                await _write(conn, b"".join(packed))
+                return await read_replies(conn, count, bounded, step)
         except BaseException:
             await self.route.lost(conn)
             raise
+
+
+async def _write(conn: AbstractConnection, data: bytes) -> None:
+    """Write `data` on the connection's stream (redis-py's `send_packed_command` makes a
+    task a write, for its timeout; the exchange's timeout covers this one). A connection
+    lost meanwhile is found by the read that follows: end of file."""
+    writer = getattr(conn, "_writer", None)
+    if writer is None:
+        await conn.send_packed_command(data, check_health=False)
+        return
+    writer.write(data)
+    if writer.transport.get_write_buffer_size():  # more than the socket took at once
+        await writer.drain()
+
+
+async def read_replies(
+    conn: AbstractConnection,
+    count: int,
+    bounded: asyncio.Timeout | None = None,
+    step: float | None = None,
+) -> list[Any]:
+    """`count` replies from `conn`, errors in their place. With hiredis (a dependency of
+    this package) they are taken from its reader as the socket delivers them; redis-py's
+    `read_response`, which we use otherwise, costs a timeout context and several
+    awaits a reply. `bounded` (the exchange's timeout) is moved on by `step` after each
+    read that brought data."""
+    parser = conn._parser
+    reader = getattr(parser, "_reader", None)
+    stream = getattr(parser, "_stream", None)
+    if not isinstance(reader, hiredis.Reader) or stream is None:
+        return await _read_one_by_one(conn, count)
+    replies: list[Any] = []
+    while len(replies) < count:
+        reply = reader.gets()
+        if reply is False or reply is NOT_ENOUGH_DATA:
+            data = await stream.read(_READ_SIZE)
+            if not data:
+                raise RedisConnectionError("Redis closed the connection")
+            reader.feed(data)
+            if bounded is not None and step is not None:  # the next read has its own
+                bounded.reschedule(asyncio.get_running_loop().time() + step)
+            continue
+        if isinstance(reply, RedisConnectionError):  # what redis-py raises, too
+            raise reply
+        replies.append(reply)
+    return replies
+
+
+async def _read_one_by_one(conn: AbstractConnection, count: int) -> list[Any]:
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(await conn.read_response())
+        except ResponseError as err:
+            replies.append(err)
+    return replies
 
 
 def _settle(q: _Queued, reply: Any) -> None:

@@ -1,7 +1,8 @@
 -- Release: free one request's concurrency leases, by request id. Idempotent.
 --
--- KEYS: the same five keys as admit.lua (one hash slot).
--- ARGV: request id, compensate (1 | 0), lease ms, per minute, daily cap (0 = off)
+-- KEYS: global leases, account leases (a plain release: nothing else is read), then, for a
+--       compensating release, the other three keys of admit.lua (all in one hash slot).
+-- ARGV: request id; for a compensating release also 1, lease ms, per minute, daily cap
 --
 -- A compensating release is sent when the admission's answer never reached the replica
 -- (timeout, cancellation): the admission may have run, may run later, or never. It leaves a
@@ -22,6 +23,8 @@ local lease_ms = tonumber(ARGV[3])
 local per_minute = tonumber(ARGV[4])
 local daily_cap = tonumber(ARGV[5])
 
+-- Expired tombstones are purged here, where the set grows (admit.lua only reads it).
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 redis.call('ZADD', KEYS[5], now + lease_ms, rid)
 redis.call('PEXPIRE', KEYS[5], lease_ms + 1000)
 if freed == 0 then

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection
@@ -43,6 +44,8 @@ log = logging.getLogger("service.limits")
 async def checked(conn: AbstractConnection) -> AbstractConnection:
     """The connection, checked as redis-py's pool checks one it hands out: connected, and
     holding no unread data (a server that closed it reads as end of file)."""
+    if _clean(conn):  # the usual case, checked without redis-py's connect machinery
+        return conn
     await conn.connect()  # type: ignore[no-untyped-call]  # a no-op while connected
     try:
         stale = await conn.can_read()
@@ -52,6 +55,21 @@ async def checked(conn: AbstractConnection) -> AbstractConnection:
         await conn.disconnect()
         await conn.connect()  # type: ignore[no-untyped-call]
     return conn
+
+
+def _clean(conn: AbstractConnection) -> bool:
+    """Connected, and nothing unread (what `can_read` tells, for the hiredis parser)."""
+    parser = conn._parser
+    reader = getattr(parser, "_reader", None)
+    stream = getattr(parser, "_stream", None)
+    return (
+        conn.is_connected
+        and isinstance(reader, hiredis.Reader)
+        and stream is not None
+        and not reader.has_data()
+        and not stream.at_eof()
+        and not stream._buffer
+    )
 
 
 class StandaloneRoute:

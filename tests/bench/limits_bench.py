@@ -8,6 +8,15 @@ Prints, on this machine, against a private redis-server (nothing persisted):
 - the per-request overhead: sequential acquire + release latency (p50 / p99), and an HTTP
   round trip to a trivial aiohttp handler with and without the limiter around it.
 
+`python -m tests.bench.limits_bench --baseline COMMIT` measures instead, old against new
+in interleaved rounds against one private redis-server, what an admission (acquire +
+release) costs: the client process's CPU time and redis-server's, each divided by the
+admissions made, with 16 concurrent tasks (batches shared, as on a busy replica) and with 1
+(a call a batch, as on a quiet one). COMMIT runs from a temporary git worktree
+(tests/bench/baseline.py). CPU time rather than rates: on a shared machine rates move with
+the neighbours; medians and minimums over the rounds are printed, and the ratio new ÷ old
+of each round's pair.
+
 Caps are set so high that every admission is granted: the script's full write path runs.
 """
 
@@ -15,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 import shutil
 import statistics
@@ -174,10 +184,95 @@ async def bench(server: RedisServer) -> None:
     )
 
 
+async def pair_costs(url: str, tasks: int, seconds: float) -> tuple[int, float]:
+    """Admissions (acquire + release) made by `tasks` tasks in `seconds`, and the CPU time
+    this process spent on them (run in a process of its own, by `--pairs`)."""
+    client = make_client(url)
+    admission = Admission(LIMITS, redis=client, key_prefix=f"pairs{uuid.uuid4().hex}:",
+                          metrics=Metrics())  # fmt: skip
+    await admission.warm_up()
+    callers = [make_caller() for _ in range(4)]
+    done = 0
+
+    async def worker(index: int, stop: float) -> None:
+        nonlocal done
+        caller = callers[index % len(callers)]
+        while time.perf_counter() < stop:
+            grant = await admission.acquire(uuid.uuid4().hex, caller)
+            await asyncio.sleep(0)  # the work between the two calls
+            await admission.release(grant)
+            done += 1
+
+    try:
+        await asyncio.gather(*(worker(i, time.perf_counter() + 0.5) for i in range(tasks)))
+        done = 0
+        cpu = time.process_time()
+        await asyncio.gather(*(worker(i, time.perf_counter() + seconds) for i in range(tasks)))
+        return done, time.process_time() - cpu
+    finally:
+        await admission.close()
+        await client.aclose()
+
+
+def _cpu_of(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def side_by_side(commit: str, rounds: int = 6, seconds: float = 2.0) -> str:
+    from tests.bench.baseline import checkout
+
+    lines = [f"Admission CPU, old ({commit}) against new, {rounds} interleaved rounds of "
+             f"{seconds:.0f} s (µs an acquire + release)", "",
+             "| tasks | tree | client CPU, median (min) | redis-server CPU, median (min) "
+             "| new ÷ old, client (median of rounds) |",
+             "| ---: | --- | ---: | ---: | ---: |"]  # fmt: skip
+    with tempfile.TemporaryDirectory() as folder, checkout(commit) as old:
+        server = RedisServer(Path(folder))
+        server.start()
+        assert server.proc is not None
+        try:
+            trees = {"old": old, "new": Path(__file__).resolve().parents[2]}
+            for tasks in (16, 1):
+                costs: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+                for _ in range(rounds):
+                    for name, tree in trees.items():
+                        before = _cpu_of(server.proc.pid)
+                        done = subprocess.run(
+                            # This file's worker, with `service` from the tree measured.
+                            [sys.executable, __file__, "--pairs", server.url, str(tasks),
+                             str(seconds)],
+                            cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                            capture_output=True, text=True, check=True,
+                        )  # fmt: skip
+                        made, cpu = done.stdout.split()
+                        redis_cpu = _cpu_of(server.proc.pid) - before
+                        costs[name].append((float(cpu) / int(made), redis_cpu / int(made)))
+                ratios = [n[0] / o[0] for o, n in zip(costs["old"], costs["new"], strict=True)]
+                for name, runs in costs.items():
+                    own, theirs = [r[0] * 1e6 for r in runs], [r[1] * 1e6 for r in runs]
+                    ratio = f"**{statistics.median(ratios):.2f}**" if name == "new" else ""
+                    lines.append(
+                        f"| {tasks} | {name} | {statistics.median(own):.1f} ({min(own):.1f}) "
+                        f"| {statistics.median(theirs):.1f} ({min(theirs):.1f}) | {ratio} |"
+                    )
+        finally:
+            server.stop()
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--pairs":
+        made, cpu = asyncio.run(pair_costs(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])))
+        print(made, cpu)
+        return 0
     if shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None:
         print("redis-server and redis-benchmark are needed", file=sys.stderr)
         return 1
+    if len(sys.argv) == 3 and sys.argv[1] == "--baseline":
+        sys.stdout.write(side_by_side(sys.argv[2]))
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         server = RedisServer(Path(folder))
         server.start()

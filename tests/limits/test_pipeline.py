@@ -125,3 +125,50 @@ async def test_batches_share_one_connection(redis: aioredis.Redis, key_prefix: s
     assert len(redis.connection_pool._in_use_connections) == 1  # taken once, kept
     await pipe.close()
     assert not redis.connection_pool._in_use_connections  # given back on close
+
+
+async def test_a_release_whose_waiter_is_cancelled_still_reaches_redis(
+    redis: aioredis.Redis, key_prefix: str
+) -> None:
+    """A client that disconnects cancels the request's wait for its release: the release
+    is written all the same (the lease is gone), and the next call is answered."""
+    admit, release = Script("admit.lua"), Script("release.lua")
+    pipe = ScriptPipeline(redis)
+    keys, big = _keys(key_prefix, 7), 1_000_000
+    await pipe.call(admit, keys, ["gone", big, big, big, 60_000, 0])
+    waiter = asyncio.ensure_future(pipe.call(release, keys[:2], ["gone"]))
+    await asyncio.sleep(0)  # queued, not yet answered
+    waiter.cancel()
+    assert (await pipe.call(admit, keys, ["next", big, big, big, 60_000, 0]))[0] == 1
+    assert await redis.zscore(keys[0], "gone") is None
+    await pipe.close()
+
+
+async def test_calls_settle_within_their_bound_when_redis_does_not_answer(
+    key_prefix: str,
+) -> None:
+    """A server that takes the connection and never answers: every call, the one on the
+    wire and those queued behind it, fails by its own bound (one timer a batch), not by
+    the client's longer read timeout."""
+
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the client gives up and closes
+        writer.close()
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = make_client(f"redis://127.0.0.1:{port}/0", timeout=5.0)
+    pipe = ScriptPipeline(client, bound=0.3)
+    admit = Script("admit.lua")
+    started = asyncio.get_running_loop().time()
+    first = asyncio.ensure_future(pipe.call(admit, _keys(key_prefix, 1), ["a", 1, 1, 1, 1, 0]))
+    await asyncio.sleep(0.1)  # the first batch is on the wire; the rest queue behind it
+    later = [pipe.call(admit, _keys(key_prefix, n), [f"b{n}", 1, 1, 1, 1, 0]) for n in range(3)]
+    results = await asyncio.gather(first, *later, return_exceptions=True)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert all(isinstance(r, TimeoutError) for r in results), results
+    assert elapsed < 1.5  # 0.3 s for the first, 0.3 s after the queued ones were made
+    await pipe.close()
+    await client.aclose()
+    server.close()
+    await server.wait_closed()

@@ -1,0 +1,70 @@
+"""The 429s of the admission: a refusal made from a decision, the refusal of a shared limiter
+that did not answer, and their messages. Each refusal is counted here
+(`Metrics.limit_refused`), so the transport must not count it again."""
+
+from __future__ import annotations
+
+from service.errors import LimitExceeded
+from service.headers import RATE_LIMIT
+from service.limits.budget import (
+    ACCOUNT,
+    ACCOUNT_DAILY,
+    APPROVAL,
+    APPROVAL_POLICY,
+    GLOBAL,
+    Budget,
+    Decision,
+    concurrency_hint,
+)
+from service.limits.local import LocalLimiter
+from service.metrics import Metrics
+from service.settings.limits import Limits
+
+
+class Refusals:
+    def __init__(self, limits: Limits, local: LocalLimiter, metrics: Metrics) -> None:
+        self.limits = limits
+        self._local = local
+        self._metrics = metrics
+
+    def refusal(self, decision: Decision, shared: bool, *, count: bool = True) -> LimitExceeded:
+        """The 429 of a refused decision, by the shared limiter or this process's."""
+        limit = decision.limit or GLOBAL
+        if count:
+            self._metrics.limit_refused(limit)
+        if shared:
+            caps = (self.limits.global_concurrency, self.limits.account_concurrency)
+        else:
+            caps = (self._local.global_cap, self._local.account_cap)
+        return LimitExceeded(
+            limit,
+            decision.retry_after_seconds(),
+            _message(limit, decision.budget, *caps),
+            headers=decision.budget.headers(),
+        )
+
+    def unanswered(self) -> LimitExceeded:
+        """The 429 of one failed script call while Redis is believed up."""
+        self._metrics.limit_refused(GLOBAL)
+        retry = concurrency_hint()
+        # The budget is unknown; what holds is "nothing more until the hint has passed".
+        headers = Budget(
+            self.limits.approval_per_minute, 0.0, self.limits.account_per_day
+        ).headers()
+        headers[RATE_LIMIT] = f'"{APPROVAL_POLICY}";r=0;t={retry}'
+        return LimitExceeded(
+            GLOBAL, retry, "The shared limits did not answer in time.", headers=headers
+        )
+
+
+def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> str:
+    if limit == ACCOUNT_DAILY:
+        return (
+            f"This account has used its {budget.daily_cap} requests for today;"
+            " the budget resets at 00:00 UTC."
+        )
+    if limit == APPROVAL:
+        return f"This approval has used its {budget.per_minute} requests a minute."
+    if limit == ACCOUNT:
+        return f"This account already has {account_cap} requests in progress."
+    return f"The service is handling {global_cap} requests at once."
