@@ -165,7 +165,7 @@ def accounted(
 
 
 ROUND_TRIP_CALLS = 300
-_XACTS = (
+XACTS = (
     "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
 )
 
@@ -182,7 +182,7 @@ def statements_per_call(
     async def read() -> int:
         conn = await asyncpg.connect(dsn)
         try:
-            value: int = await conn.fetchval(_XACTS)
+            value: int = await conn.fetchval(XACTS)
             return value
         finally:
             await conn.close()

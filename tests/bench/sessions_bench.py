@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import msgspec
 
 from tests.bench import scenarios
@@ -33,6 +34,7 @@ from tests.bench.loadgen import SESSION_ID, Request, Result
 from tests.bench.same_answer import post
 from tests.bench.scale import (
     WARMUP_SECONDS,
+    XACTS,
     Settings,
     median_row,
     prepare,
@@ -49,6 +51,7 @@ STATELESS = "stateless (2026-07-28)"
 SESSION = "session reused (2025-11-25, initialize once a connection)"
 MAX_SECONDS = 10.0  # a run: ratios need no longer
 MIN_ROUNDS = 2  # both orders, even in a quick run
+STATS_FLUSH_SECONDS = 1.5  # backends report their transactions to pg_stat_database lazily
 
 
 def _say(text: str) -> None:
@@ -127,6 +130,8 @@ async def run(settings: Settings) -> str:
         }
 
     runs: dict[str, list[tuple[Result, dict[str, float]]]] = {STATELESS: [], SESSION: []}
+    loaded: dict[str, list[float]] = {STATELESS: [], SESSION: []}  # transactions a call
+    counter = await asyncpg.connect(data.dsn)
     with running("elova", command, port, env, logs) as server:
         (stateless, _), (session, opening) = paths().values()
         same = execution_ids(post(port, stateless[0])) == execution_ids(
@@ -138,7 +143,13 @@ async def run(settings: Settings) -> str:
             for label in order if number % 2 == 0 else order[::-1]:
                 _say(f"{label.split(' (')[0]}: throughput run, round {number + 1} …")
                 requests, opening = paths()[label]
+                before = await counter.fetchval(XACTS)
                 runs[label].append(_accounted(server.pid, port, requests, opening, settings))
+                await asyncio.sleep(STATS_FLUSH_SECONDS)
+                result = runs[label][-1][0]
+                calls = result.rps * (settings.duration + WARMUP_SECONDS)
+                loaded[label].append((await counter.fetchval(XACTS) - before - 1) / max(calls, 1))
+    await counter.close()
     statements = {}
     for label, (requests, opening) in paths().items():
         statements[label] = statements_per_call(
@@ -171,6 +182,11 @@ async def run(settings: Settings) -> str:
         f"{cpu[1].get('server', 0):.3f} ms.",
         "- PostgreSQL transactions a call (300 sequential calls): "
         + "; ".join(f"{label.split(' (')[0]} {n:.1f}" for label, n in statements.items())
+        + "; under the load above (every call of the runs, other users of the database "
+        "included): "
+        + "; ".join(
+            f"{label.split(' (')[0]} {statistics.median(n):.2f}" for label, n in loaded.items()
+        )
         + f". Sessions opened by the load generator: {opened} (one a connection a run).",
     ]
     return "\n".join(lines) + "\n"
