@@ -28,7 +28,7 @@ import asyncpg
 from service.auth.approvals import MAX_WORKSPACES
 from tests.bench import dataset, scenarios, tool_latency
 from tests.bench.loadgen import Result
-from tests.bench.scale import QUICK, Settings, prepare
+from tests.bench.scale import QUICK, Settings, loadavg, prepare
 from tests.bench.servers import RssSampler, python, running, service_env
 from tests.bench.tool_latency import Case, ms
 from tests.support.services import REDIS_URL, new_redis_prefix
@@ -103,6 +103,7 @@ def _say(text: str) -> None:
 
 async def run(settings: Settings) -> str:
     prepared = [await _prepare(s) for s in data_sets(settings)]
+    load_at_start = loadavg()
     logs = Path(tempfile.mkdtemp(prefix="elova-growth-"))
     keys = list(dict.fromkeys(k for p in prepared for k in p.cases))
     results: dict[str, list[Result | None]] = {}
@@ -124,7 +125,8 @@ async def run(settings: Settings) -> str:
             results[key] = row
         peaks = [s.peak_kib for s in samplers]
     shutil.rmtree(logs, ignore_errors=True)
-    return _report(settings, prepared, keys, results, peaks)
+    loads = f"{load_at_start} at the start, {loadavg()} at the end"
+    return _report(settings, prepared, keys, results, peaks, loads)
 
 
 def _report(
@@ -133,6 +135,7 @@ def _report(
     keys: list[str],
     results: dict[str, list[Result | None]],
     peaks: list[int],
+    loads: str,
 ) -> str:
     small, main, tenants = (p.set.label for p in prepared)
     labels = ", ".join(p.set.label for p in prepared)
@@ -180,7 +183,8 @@ def _report(
     lines += [
         "",
         "A deep page is page 5000 of 50 rows, or the last full page of a smaller selection "
-        "(its number is in the cell). The growth columns divide p50s: 1.0 is flat.",
+        "(its number is in the cell). The growth columns divide p50s: 1.0 is flat. "
+        f"1-minute load average {loads} (compare columns, not runs).",
     ]
     return "\n".join(lines) + "\n"
 

@@ -297,7 +297,7 @@ async def run(settings: Settings) -> str:
         + "; ".join(f"{name.split(' (')[0]} {n:.1f}" for name, n in statements.items())
         + ".",
         "",
-        f"1-minute load average at the end of the runs above: {_loadavg()} (other work shares "
+        f"1-minute load average at the end of the runs above: {loadavg()} (other work shares "
         "this machine: compare runs only at similar load). The per-tool latency at each data "
         "size is the growth section's table (tests/bench/growth_bench.py).",
         "",
@@ -314,14 +314,14 @@ async def run(settings: Settings) -> str:
     return "\n".join(report) + "\n"
 
 
-def _loadavg() -> str:
+def loadavg() -> str:
     with open("/proc/loadavg") as fh:
         return fh.read().split()[0]
 
 
 def _machine() -> str:
     cpus = Path("/proc/cpuinfo").read_text().count("processor\t:")
-    return f"{cpus} CPUs, 1-minute load average {_loadavg()} at the start"
+    return f"{cpus} CPUs, 1-minute load average {loadavg()} at the start"
 
 
 def _profile(

@@ -36,6 +36,7 @@ from tests.bench.scale import (
     WARMUP_SECONDS,
     XACTS,
     Settings,
+    loadavg,
     median_row,
     prepare,
     statements_per_call,
@@ -187,7 +188,8 @@ async def run(settings: Settings) -> str:
         + "; ".join(
             f"{label.split(' (')[0]} {statistics.median(n):.2f}" for label, n in loaded.items()
         )
-        + f". Sessions opened by the load generator: {opened} (one a connection a run).",
+        + f". Sessions opened by the load generator: {opened} (one a connection a run); "
+        f"1-minute load average {loadavg()} at the end.",
     ]
     return "\n".join(lines) + "\n"
 
