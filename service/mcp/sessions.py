@@ -78,6 +78,7 @@ class SessionStore:
         # The requests waiting for the next termination lookup: (digest, its answer).
         self._next: list[tuple[bytes, asyncio.Future[bool]]] = []
         self._looking = False
+        self._lookups: asyncio.Task[None] | None = None  # held: the loop keeps tasks weakly
         # A lookup no request waits for any more still ends: it is bounded on its own.
         self._lookup_timeout = lookup_timeout_seconds
 
@@ -122,7 +123,7 @@ class SessionStore:
         self._next.append((session.digest, mine))
         if not self._looking:
             self._looking = True
-            asyncio.get_running_loop().create_task(self._look_up_while_waited(pool))
+            self._lookups = asyncio.get_running_loop().create_task(self._look_up_while_waited(pool))
         return await mine
 
     async def _look_up_while_waited(self, pool: asyncpg.Pool) -> None:
