@@ -22,5 +22,6 @@ def setup_mcp(app: web.Application) -> None:
     app[SESSIONS] = SessionStore(
         derive_session_key(cfg.signing_key_pem),
         [derive_session_key(pem) for pem in cfg.previous_signing_keys_pem],
+        lookup_timeout_seconds=cfg.limits.request_deadline_seconds,
     )
     app.router.add_route("*", "/mcp", handle)

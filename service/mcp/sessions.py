@@ -10,10 +10,18 @@ the approval it was created under (used with another approval's token it is unkn
 and expires after `SESSION_TTL_SECONDS`. DELETE records the id's digest in
 `mcp_terminated_sessions`, which every replica consults, so a terminated session is 404
 everywhere until it would have expired anyway.
+
+Concurrent requests share those consultations: while one is in flight, every request that
+arrives waits for the NEXT one, which starts after the current one ends and looks up all
+their digests in one statement. Each request is therefore answered by a lookup that began
+after it arrived (a termination committed before a request is seen by it, on any replica),
+and under load a session request costs a share of one round trip instead of one of its own
+(docs/benchmarks.md, The session path).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -34,6 +42,9 @@ _FORMAT = 1
 _BODY = struct.Struct(">B4sB16sI8s")
 _MAC_LEN = 16
 _MAX_ID_CHARS = 200  # far above a real id; longer header values are not even decoded
+_TERMINATED = (
+    "SELECT session_digest FROM mcp_terminated_sessions WHERE session_digest = ANY($1::bytea[])"
+)
 
 
 def derive_session_key(signing_key_pem: bytes) -> bytes:
@@ -54,12 +65,22 @@ class Session:
 
 class SessionStore:
     def __init__(
-        self, current: bytes, previous: Sequence[bytes] = (), ttl_seconds: int = SESSION_TTL_SECONDS
+        self,
+        current: bytes,
+        previous: Sequence[bytes] = (),
+        ttl_seconds: int = SESSION_TTL_SECONDS,
+        lookup_timeout_seconds: float = 10.0,
     ) -> None:
         self._current_id = key_id(current)
         self._current = current
         self._keys = {key_id(k): k for k in (*previous, current)}
         self.ttl_seconds = ttl_seconds
+        # The requests waiting for the next termination lookup: (digest, its answer).
+        self._next: list[tuple[bytes, asyncio.Future[bool]]] = []
+        self._looking = False
+        self._lookups: asyncio.Task[None] | None = None  # held: the loop keeps tasks weakly
+        # A lookup no request waits for any more still ends: it is bounded on its own.
+        self._lookup_timeout = lookup_timeout_seconds
 
     def issue(self, protocol_version: str, approval_id: UUID, now: float | None = None) -> str:
         expires = int(now if now is not None else time.time()) + self.ttl_seconds
@@ -96,10 +117,32 @@ class SessionStore:
         return Session(session_id, SESSION_VERSIONS[revision], approval_id, expires)
 
     async def is_terminated(self, pool: asyncpg.Pool, session: Session) -> bool:
-        found = await pool.fetchval(
-            "SELECT true FROM mcp_terminated_sessions WHERE session_digest = $1", session.digest
-        )
-        return bool(found)
+        """Whether the session was ended (DELETE, on any replica), by a lookup that began
+        after this call: the next one, shared with the requests that wait for it."""
+        mine: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._next.append((session.digest, mine))
+        if not self._looking:
+            self._looking = True
+            self._lookups = asyncio.get_running_loop().create_task(self._look_up_while_waited(pool))
+        return await mine
+
+    async def _look_up_while_waited(self, pool: asyncpg.Pool) -> None:
+        waiting: list[tuple[bytes, asyncio.Future[bool]]] = []
+        try:
+            while self._next:
+                waiting, self._next = self._next, []
+                try:
+                    digests = list({d for d, _ in waiting})
+                    rows = await pool.fetch(_TERMINATED, digests, timeout=self._lookup_timeout)
+                except Exception as err:
+                    _settle(waiting, None, err)
+                else:
+                    _settle(waiting, {r["session_digest"] for r in rows}, None)
+                waiting = []
+        finally:
+            self._looking = False
+            for _, each in waiting:  # the lookup itself was cancelled (the app stops)
+                each.cancel()
 
     async def terminate(self, pool: asyncpg.Pool, session: Session) -> None:
         async with pool.acquire() as conn:
@@ -115,3 +158,18 @@ class SessionStore:
                        SELECT session_digest FROM mcp_terminated_sessions
                        WHERE expires_at < now() LIMIT 100)"""
             )
+
+
+def _settle(
+    waiting: list[tuple[bytes, asyncio.Future[bool]]],
+    ended: set[bytes] | None,
+    error: Exception | None,
+) -> None:
+    """Give one lookup's answer, or its failure, to every request still waiting for it."""
+    for digest, each in waiting:
+        if each.done():  # a request that went away cancelled its own future
+            continue
+        if ended is None:
+            each.set_exception(error or RuntimeError("no lookup"))
+        else:
+            each.set_result(digest in ended)

@@ -1,4 +1,6 @@
-"""`make bench` → `python -m tests.bench`: the scale benchmark (tests/bench/scale.py), ours
+"""`make bench` → `python -m tests.bench`: the scale benchmark (tests/bench/scale.py), how
+cost grows with data and tenants (tests/bench/growth_bench.py), the session path beside the
+stateless one (tests/bench/sessions_bench.py), ours
 against the SDK and the same-answer ceiling (tests/bench/ceiling_bench.py), with
 `--baseline COMMIT` old against new (tests/bench/baseline.py), the floods
 (tests/bench/floods.py), the pooler line (tests/bench/pooler_bench.py: through PgBouncer
@@ -8,15 +10,17 @@ interleaved), then the admission limiter's own benchmark (tests/bench/limits_ben
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
                           [--ceiling-only] [--flood-only] [--baseline-only] [--pooler-only]
-                          [--tracing-only] [--skip-ceiling] [--skip-floods] [--skip-pooler]
-                          [--skip-tracing] [--skip-limits]
+                          [--tracing-only] [--growth-only] [--sessions-only] [--skip-ceiling]
+                          [--skip-floods] [--skip-pooler] [--skip-tracing] [--skip-limits]
+                          [--skip-growth] [--skip-sessions]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
-`--rebuild` writes it anew). Each `--…-only` flag runs that section alone (several combine);
-`make bench BENCH_ARGS="--baseline cf8c545"` adds old against new to the full run (and
-the older commit's columns to the flood table). The
-report is Markdown on stdout (and in FILE with --output); progress goes to stderr.
+`--rebuild` writes it anew; the growth section adds a 1M set and a 50-workspace one, 50k
+and 50k over 50 workspaces with `--quick`). Each `--…-only` flag runs that section alone
+(several combine); `make bench BENCH_ARGS="--baseline cf8c545"` adds old against new to the
+full run (and the older commit's columns to the flood table). The report is Markdown on
+stdout (and in FILE with --output); progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -28,9 +32,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.bench import baseline, ceiling_bench, floods, pooler_bench, scale, tracing_bench
+from tests.bench import (
+    baseline,
+    ceiling_bench,
+    floods,
+    growth_bench,
+    pooler_bench,
+    scale,
+    sessions_bench,
+    tracing_bench,
+)
 
-SECTIONS = ("ceiling", "flood", "baseline", "pooler", "tracing")
+SECTIONS = ("ceiling", "flood", "baseline", "pooler", "tracing", "growth", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-limits", action="store_true", help="skip limits_bench")
     parser.add_argument("--skip-pooler", action="store_true", help="skip the PgBouncer line")
     parser.add_argument("--skip-tracing", action="store_true", help="skip the tracing line")
+    parser.add_argument("--skip-growth", action="store_true", help="skip the growth table")
+    parser.add_argument("--skip-sessions", action="store_true", help="skip the session path")
     args = parser.parse_args(argv)
     only = {s for s in SECTIONS if getattr(args, f"{s}_only")}
     if "baseline" in only and not args.baseline:
@@ -71,11 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         "flood": not args.skip_floods,
         "pooler": not args.skip_pooler,
         "tracing": not args.skip_tracing,
+        "growth": not args.skip_growth,
+        "sessions": not args.skip_sessions,
     }
     if only:
         wanted = {s: s in only for s in SECTIONS}
     parts = [] if only else [scale.main(settings)]
     runs: dict[str, Callable[[], str]] = {  # in the report's order
+        "growth": lambda: growth_bench.main(settings),
+        "sessions": lambda: sessions_bench.main(settings),
         "ceiling": lambda: ceiling_bench.main(settings),
         "baseline": lambda: baseline.main(settings, args.baseline),
         "flood": lambda: floods.main(settings, args.baseline),

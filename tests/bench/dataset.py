@@ -1,5 +1,6 @@
-"""The benchmark data set: a dedicated database (`elova_bench`, or `elova_bench_quick`) with
-one workspace of N executions written by `elova-mcp demo-data`, kept across runs.
+"""The benchmark data sets: dedicated databases (`elova_bench`, `elova_bench_quick`, and the
+growth section's smaller and many-tenant ones) of N executions in one workspace or spread over
+several, written by `elova-mcp demo-data`, kept across runs.
 
 Generating ten million executions takes minutes, so the database records what it holds in
 a `bench_dataset` row; a run reuses it when the plan matches, and `--rebuild` drops the
@@ -27,6 +28,14 @@ CREATE TABLE IF NOT EXISTS bench_dataset (
     seed integer NOT NULL, generated_at timestamptz NOT NULL, seconds double precision NOT NULL
 )
 """
+# Sets of several workspaces record how many; a set without the column holds one.
+_WORKSPACES = (
+    "ALTER TABLE bench_dataset ADD COLUMN IF NOT EXISTS workspaces integer NOT NULL DEFAULT 1"
+)
+_BUSIEST = (
+    "SELECT workspace_id FROM executions WHERE workspace_id = ANY($1::uuid[])"
+    " GROUP BY workspace_id ORDER BY count(*) DESC, workspace_id LIMIT 1"
+)
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,8 @@ class Dataset:
     generation_seconds: float
     reused: bool
     account_email: str
-    workspace_id: str
+    workspace_id: str  # the busiest workspace (the only one, in a one-workspace set)
+    workspace_ids: tuple[str, ...] = ()  # every workspace of the set, the busiest first
 
 
 def _dsn(name: str) -> str:
@@ -49,8 +59,9 @@ def _dsn(name: str) -> str:
 
 
 async def ensure(
-    name: str, executions: int, workflows: int, instances: int, *, rebuild: bool
-) -> Dataset:
+    name: str, executions: int, workflows: int, instances: int, *, rebuild: bool,
+    workspaces: int = 1,
+) -> Dataset:  # fmt: skip
     admin = await asyncpg.connect(ADMIN_DSN)
     try:
         exists = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
@@ -66,24 +77,31 @@ async def ensure(
     try:
         await migrate(conn)
         await conn.execute(_MARKER)
+        await conn.execute(_WORKSPACES)
         row = await conn.fetchrow("SELECT * FROM bench_dataset")
         wanted = (executions, workflows, instances, SEED)
-        reused = row is not None and tuple(row)[:4] == wanted
+        reused = row is not None and tuple(row)[:4] == wanted and row["workspaces"] == workspaces
         if not reused:
             if row is not None:
                 raise SystemExit(f"{name} holds another data set ({dict(row)}); run with --rebuild")
-            seconds = _generate(dsn, executions, workflows, instances)
+            seconds = _generate(dsn, executions, workflows, instances, workspaces)
             await conn.execute(
-                "INSERT INTO bench_dataset VALUES ($1, $2, $3, $4, now(), $5)", *wanted, seconds
-            )
+                "INSERT INTO bench_dataset VALUES ($1, $2, $3, $4, now(), $5, $6)",
+                *wanted, seconds, workspaces,
+            )  # fmt: skip
             row = await conn.fetchrow("SELECT * FROM bench_dataset")
         assert row is not None
         email = f"bulk-{SEED}@elova.dev"
-        workspace = await conn.fetchval(
-            "SELECT m.workspace_id FROM memberships m JOIN accounts a ON a.id = m.account_id"
-            " WHERE a.email = $1",
-            email,
-        )
+        ids = [
+            str(r["workspace_id"])
+            for r in await conn.fetch(
+                "SELECT m.workspace_id FROM memberships m JOIN accounts a ON a.id = m.account_id"
+                " WHERE a.email = $1 ORDER BY m.workspace_id",
+                email,
+            )
+        ]
+        busiest = ids[0] if len(ids) == 1 else str(await conn.fetchval(_BUSIEST, ids))
+        ids.remove(busiest)
     finally:
         await conn.close()
     return Dataset(
@@ -96,14 +114,15 @@ async def ensure(
         generation_seconds=row["seconds"],
         reused=reused,
         account_email=email,
-        workspace_id=str(workspace),
+        workspace_id=busiest,
+        workspace_ids=(busiest, *ids),
     )
 
 
-def _generate(dsn: str, executions: int, workflows: int, instances: int) -> float:
+def _generate(dsn: str, executions: int, workflows: int, instances: int, workspaces: int) -> float:
     """`elova-mcp demo-data` as an operator runs it; its progress goes to our stderr."""
     command = [
-        sys.executable, "-m", "service", "demo-data", "--workspaces", "1",
+        sys.executable, "-m", "service", "demo-data", "--workspaces", str(workspaces),
         "--instances", str(instances), "--workflows", str(workflows),
         "--executions", str(executions), "--seed", str(SEED), "--database-url", dsn,
     ]  # fmt: skip

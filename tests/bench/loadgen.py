@@ -11,6 +11,12 @@ A response is an error unless its status is 200 and its body holds `expect` (whe
 Every measured answer is also counted by status (a flood of refusals is measured by those
 counts), with the 503s that carried Retry-After; a connection the server closes (after a
 413, or `Connection: close`) is opened again.
+
+A job may name `opening` requests, sent once on every new connection before the measured
+ones: a 2025-revision session's `initialize` and `notifications/initialized`. The
+`Mcp-Session-Id` the first opening answer carries replaces `SESSION_ID` in the header values
+of every later request on that connection, so each connection holds a session of its own
+and reuses it for all its calls, as a client does.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ import sys
 import time
 
 import msgspec
+
+# In a header value of a job's request: the session its connection's opening answer named.
+SESSION_ID = "{mcp-session-id}"
+_SESSION_HEADER = b"\r\nmcp-session-id:"
 
 
 class Request(msgspec.Struct):
@@ -37,6 +47,7 @@ class Job(msgspec.Struct):
     duration_seconds: float = 5.0
     expect: str = ""
     max_requests: int = 0  # stop after this many measured requests (0: duration only)
+    opening: list[Request] = []  # sent once a connection, before the requests (a session)
 
 
 class Result(msgspec.Struct):
@@ -53,6 +64,7 @@ class Result(msgspec.Struct):
     statuses: dict[str, int] = {}  # measured answers by HTTP status
     retry_after_503: int = 0  # measured 503 answers that carried Retry-After
     reconnects: int = 0  # connections opened again after the server closed one
+    openings: int = 0  # connections whose `opening` requests were answered
 
 
 def _encode(req: Request, host: str, port: int) -> bytes:
@@ -66,6 +78,7 @@ class _Shared:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.payloads = [_encode(r, job.host, job.port) for r in job.requests]
+        self.opening = [_encode(r, job.host, job.port) for r in job.opening]
         self.expect = job.expect.encode("utf-8")
         self.latencies: list[float] = []
         self.errors = 0
@@ -77,6 +90,7 @@ class _Shared:
         self.statuses: dict[str, int] = {}
         self.retry_after_503 = 0
         self.reconnects = 0
+        self.openings = 0
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -118,12 +132,41 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
+def _session_id(head: bytes) -> bytes:
+    lowered = head.lower()
+    start = lowered.find(_SESSION_HEADER)
+    if start < 0:
+        raise RuntimeError(f"opening answer without Mcp-Session-Id: {head[:300]!r}")
+    start += len(_SESSION_HEADER)
+    return head[start : head.index(b"\r\n", start)].strip()
+
+
+async def _open(
+    shared: _Shared, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> list[bytes]:
+    """Send the job's opening requests on a new connection; the payloads it then sends."""
+    if not shared.opening:
+        return shared.payloads
+    session = b""
+    placeholder = SESSION_ID.encode("latin-1")
+    for payload in shared.opening:
+        writer.write(payload.replace(placeholder, session))
+        head, body = await _read_response(reader)
+        if head[9:12] not in (b"200", b"202"):
+            raise RuntimeError(f"opening refused: {(head[:200] + body[:300])!r}")
+        if not session:
+            session = _session_id(head)
+    shared.openings += 1
+    return [p.replace(placeholder, session) for p in shared.payloads]
+
+
 async def _worker(shared: _Shared) -> None:
     job = shared.job
     reader, writer = await asyncio.open_connection(job.host, job.port)
     try:
+        payloads = await _open(shared, reader, writer)
         while not shared.stop:
-            payload = shared.payloads[shared.next % len(shared.payloads)]
+            payload = payloads[shared.next % len(payloads)]
             shared.next += 1
             started = time.perf_counter()
             writer.write(payload)
@@ -136,6 +179,7 @@ async def _worker(shared: _Shared) -> None:
                 writer.close()
                 reader, writer = await asyncio.open_connection(job.host, job.port)
                 shared.reconnects += 1
+                payloads = await _open(shared, reader, writer)
             if not head:
                 head = b"HTTP/1.1 000 connection closed before an answer\r\n\r\n"
             if not shared.sample_headers:
@@ -197,6 +241,7 @@ async def run(job: Job) -> Result:
         statuses=shared.statuses,
         retry_after_503=shared.retry_after_503,
         reconnects=shared.reconnects,
+        openings=shared.openings,
     )
 
 

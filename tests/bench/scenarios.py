@@ -12,6 +12,7 @@ VALIDATION_ERROR answers, which the harness reports as errors.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,10 +28,11 @@ from service.cli.approve import approve
 from service.config import Config
 from service.rules.periods import window_start
 from service.tools.cursors import CursorCodec, derive_cursor_key
-from tests.bench.loadgen import Request
+from tests.bench.loadgen import SESSION_ID, Request
 
 MODERN = "2026-07-28"
 SDK_VERSION = "2025-11-25"
+SESSION_VERSION = "2025-11-25"  # the session revision the bench speaks (docs/protocol.md)
 DEEP_PAGE = 5000
 PAGE = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -59,25 +61,61 @@ class Access:
         return token
 
 
-async def grant(conn: asyncpg.Connection, cfg: Config, email: str, workspace: str) -> Access:
-    issued = await approve(conn, cfg, account=email, workspaces=[workspace], client_name="bench")
+BENCH_CLIENT = "bench"
+# Approvals this process handed out: a second grant (a flooder beside the good caller) gets
+# an approval of its own.
+_granted: set[UUID] = set()
+_REUSABLE = """
+SELECT a.id FROM approvals a
+JOIN oauth_clients c ON c.client_id = a.client_id AND c.client_name = $2
+WHERE a.account_id = (SELECT id FROM accounts WHERE email = $1)
+  AND a.revoked_at IS NULL AND a.expires_at > now() + interval '1 day'
+  AND a.id <> ALL($4::uuid[])
+  AND (SELECT array_agg(w.workspace_id ORDER BY w.workspace_id) FROM approval_workspaces w
+       WHERE w.approval_id = a.id) = $3::uuid[]
+ORDER BY a.created_at DESC LIMIT 1
+"""
+
+
+async def grant(
+    conn: asyncpg.Connection, cfg: Config, email: str, workspace: str, *, also: Sequence[str] = ()
+) -> Access:
+    """An approval of the bench account for `workspace` (and the workspaces `also` names),
+    the caller queries `workspace`.
+
+    An earlier run's approval for the same workspaces is reused when one is still active
+    (tokens are signed by this run's key but name the approval, which holds no key), so
+    runs do not pile up approvals: an account has at most 100 active ones, and a data set
+    serves many runs. Reusing one never changes it (no generation bump), so runs that share
+    it at the same moment do not disturb each other."""
+    wanted = sorted({UUID(workspace), *(UUID(w) for w in also)})
+    approval_id = await conn.fetchval(_REUSABLE, email, BENCH_CLIENT, wanted, list(_granted))
+    if approval_id is None:
+        issued = await approve(
+            conn, cfg, account=email, workspaces=wanted, client_name=BENCH_CLIENT
+        )
+        approval_id = issued.approval_id
+    _granted.add(approval_id)
     row = await conn.fetchrow(
-        "SELECT a.account_id, a.client_id, a.generation, a.scopes, m.role FROM approvals a"
-        " JOIN memberships m ON m.account_id = a.account_id AND m.workspace_id = $2"
-        " WHERE a.id = $1",
-        issued.approval_id,
-        UUID(workspace),
+        "SELECT a.account_id, a.client_id, a.generation, a.scopes FROM approvals a WHERE a.id = $1",
+        approval_id,
+    )
+    roles = await conn.fetch(
+        "SELECT workspace_id, role FROM memberships WHERE account_id = $1"
+        " AND workspace_id = ANY($2::uuid[])",
+        row["account_id"],
+        wanted,
     )
     ws = await conn.fetchrow(
         "SELECT time_zone, read_generation FROM workspaces WHERE id = $1", UUID(workspace)
     )
     caller = Caller.build(
         account_id=row["account_id"],
-        approval_id=issued.approval_id,
+        approval_id=approval_id,
         generation=row["generation"],
         client_id=row["client_id"],
         scopes=frozenset(row["scopes"]),
-        eligible={UUID(workspace): row["role"]},
+        eligible={r["workspace_id"]: r["role"] for r in roles},
     )
     return Access(
         cfg, caller, row["client_id"], UUID(workspace), ws["time_zone"], ws["read_generation"]
@@ -108,6 +146,51 @@ def tool_call(token: str, name: str, arguments: dict[str, Any], request_id: int 
         "Mcp-Name": name,
     }
     return Request("/mcp", headers, msgspec.json.encode(body).decode())
+
+
+def _session_request(token: str, body: dict[str, Any], session: bool = True) -> Request:
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    if session:
+        headers |= {"Mcp-Session-Id": SESSION_ID, "MCP-Protocol-Version": SESSION_VERSION}
+    return Request("/mcp", headers, msgspec.json.encode(body).decode())
+
+
+def session_opening(token: str) -> list[Request]:
+    """What a 2025-11-25 client sends once a connection: `initialize`, then
+    `notifications/initialized` in the session it opened (loadgen's `opening`)."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": SESSION_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "elova-bench", "version": "1"},
+        },
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    return [
+        _session_request(token, initialize, session=False),
+        _session_request(token, initialized),
+    ]
+
+
+def session_tool_call(
+    token: str, name: str, arguments: dict[str, Any], request_id: int = 1
+) -> Request:
+    """A tools/call in the connection's 2025-11-25 session (`Mcp-Session-Id` and
+    `MCP-Protocol-Version` headers, no `_meta`), as the official client sends it."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    return _session_request(token, body)
 
 
 def sdk_call(workspace_id: UUID, limit: int = PAGE) -> Request:
