@@ -26,6 +26,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from service.config import Config
+from service.overload_metrics import OverloadMetrics
 from service.trace_ids import current_trace_ids
 
 PREFIX = "elova_mcp"
@@ -265,6 +266,7 @@ class Metrics:
         self.shedding = gauge(
             "shedding", "1 while event-loop lag makes this replica refuse new requests."
         )
+        self.overload = OverloadMetrics(reg)  # the in-flight limit (service/overload_metrics.py)
         self.open_connections = gauge(
             "open_connections", "Client connections open on the main listener."
         )
