@@ -1,14 +1,17 @@
 """`make bench` → `python -m tests.bench`: the scale benchmark (tests/bench/scale.py), ours
 against the SDK and the same-answer ceiling (tests/bench/ceiling_bench.py), with
 `--baseline COMMIT` old against new (tests/bench/baseline.py), the floods
-(tests/bench/floods.py), the pooler line (tests/bench/pooler_bench.py: through PgBouncer
-next to direct), the tracing line (tests/bench/tracing_bench.py: off, 1% and 100% sampled,
-interleaved), then the admission limiter's own benchmark (tests/bench/limits_bench.py).
+(tests/bench/floods.py), the overload line (tests/bench/overload_bench.py: the adaptive
+in-flight limit beside fixed caps at 4× overload), the pooler line
+(tests/bench/pooler_bench.py: through PgBouncer next to direct), the tracing line
+(tests/bench/tracing_bench.py: off, 1% and 100% sampled, interleaved), then the admission
+limiter's own benchmark (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
                           [--ceiling-only] [--flood-only] [--baseline-only] [--pooler-only]
-                          [--tracing-only] [--skip-ceiling] [--skip-floods] [--skip-pooler]
+                          [--tracing-only] [--overload-only] [--skip-ceiling]
+                          [--skip-floods] [--skip-overload] [--skip-pooler]
                           [--skip-tracing] [--skip-limits]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
@@ -28,9 +31,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.bench import baseline, ceiling_bench, floods, pooler_bench, scale, tracing_bench
+from tests.bench import (
+    baseline,
+    ceiling_bench,
+    floods,
+    overload_bench,
+    pooler_bench,
+    scale,
+    tracing_bench,
+)
 
-SECTIONS = ("ceiling", "flood", "baseline", "pooler", "tracing")
+SECTIONS = ("ceiling", "flood", "overload", "baseline", "pooler", "tracing")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     parser.add_argument("--skip-ceiling", action="store_true", help="skip ours/SDK/ceiling")
     parser.add_argument("--skip-floods", action="store_true", help="skip the flood section")
+    parser.add_argument("--skip-overload", action="store_true", help="skip the overload line")
     parser.add_argument("--skip-limits", action="store_true", help="skip limits_bench")
     parser.add_argument("--skip-pooler", action="store_true", help="skip the PgBouncer line")
     parser.add_argument("--skip-tracing", action="store_true", help="skip the tracing line")
@@ -69,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "ceiling": not args.skip_ceiling,
         "baseline": bool(args.baseline),
         "flood": not args.skip_floods,
+        "overload": not args.skip_overload,
         "pooler": not args.skip_pooler,
         "tracing": not args.skip_tracing,
     }
@@ -79,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "ceiling": lambda: ceiling_bench.main(settings),
         "baseline": lambda: baseline.main(settings, args.baseline),
         "flood": lambda: floods.main(settings, args.baseline),
+        "overload": lambda: overload_bench.main(settings),
         "pooler": lambda: pooler_bench.main(settings),
         "tracing": lambda: tracing_bench.main(settings),
     }
