@@ -1,5 +1,5 @@
 """How many requests this replica lets in flight on the shed routes: a fixed cap, or a limit
-that adapts to the latency it measures (docs/decisions/floods.md#adaptive-in-flight-limit).
+that adapts to the latency it measures (docs/decisions/floods.md, "Adaptive in-flight limit").
 
 Pure: times are passed in (monotonic seconds), nothing here reads a clock or does I/O.
 service/shedding.py feeds every admitted request's latency (`observe`) and compares the
