@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,22 @@ class Runs:
                     counts[status] = counts.get(status, 0) + n
         return ", ".join(f"{n} × {status}" for status, n in sorted(counts.items())) or "none"
 
+    def shed_by_reason(self) -> str:
+        """The 503s by the signal that shed them, summed over the runs (from /metrics)."""
+        reasons: dict[str, float] = {}
+        for gauges in self.gauges:
+            for name, n in gauges.items():
+                if name.startswith("shed_requests_total{"):
+                    reason = name.partition('reason="')[2].rstrip('"}')
+                    reasons[reason] = reasons.get(reason, 0.0) + n
+        total = sum(reasons.values())
+        return (
+            ", ".join(
+                f"{reason} {100 * n / total:.0f}%" for reason, n in sorted(reasons.items()) if n
+            )
+            or "none"
+        )
+
     def retry_after(self) -> float:
         shed = sum(r.statuses.get("503", 0) for r in self.results)
         return sum(r.retry_after_503 for r in self.results) / shed if shed else 1.0
@@ -95,14 +112,15 @@ def _scrape(port: int) -> dict[str, float]:
         text = resp.read().decode()
     values = {}
     for line in text.splitlines():
-        name, _, number = line.partition(" ")
-        if name.removeprefix("elova_mcp_") in GAUGES:
-            values[name.removeprefix("elova_mcp_")] = float(number)
+        name, _, number = line.rpartition(" ")
+        name = name.removeprefix("elova_mcp_")
+        if name in GAUGES or name.startswith("shed_requests_total{"):
+            values[name] = float(number)
     return values
 
 
 def section(
-    base: dict[str, str], port: int, logs: Path, request: Request,
+    base: dict[str, str], port: int, logs: Path, request: Callable[[], Request],
     *, concurrency: int, duration: float, rounds: int,
 ) -> str:  # fmt: skip
     labels = [SINGLE, UNSHED, ADAPTIVE, *(f"fixed {cap}" for cap in FIXED_CAPS)]
@@ -116,7 +134,7 @@ def section(
             print(f"overload, round {index + 1}: {label} on {connections} connections …",
                   file=sys.stderr, flush=True)  # fmt: skip
             with running("elova-overload", python("-m", "service", "serve"), port, env, logs):
-                result = load(job(port, [request], concurrency=connections,
+                result = load(job(port, [request()], concurrency=connections,
                                   warmup_seconds=WARMUP_SECONDS, duration_seconds=duration,
                                   expect='"isError":false'))  # fmt: skip
                 runs[label].results.append(result)
@@ -139,7 +157,7 @@ def _report(runs: dict[str, Runs], n: int, duration: float, rounds: int) -> str:
         f"{runs[UNSHED].median('rps'):.0f} req/s, p99 {runs[UNSHED].median('p99_ms'):.1f} ms.",
         "",
         "| admission | admitted req/s | ÷ best fixed (≥ 0.90) | admitted p50 ms | p99 ms "
-        "| **p99 ÷ single (≤ 2)** | shed | 503s with Retry-After | other answers "
+        "| **p99 ÷ single (≤ 2)** | shed (by signal) | 503s with Retry-After | other answers "
         "| limit at the end |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -151,6 +169,7 @@ def _report(runs: dict[str, Runs], n: int, duration: float, rounds: int) -> str:
         lines.append(
             f"| {label}{mark} | {rps:.0f} | {rps / best_rps:.2f} | {each.median('p50_ms'):.1f} "
             f"| {p99:.1f} | **{p99 / single:.2f}** | {100 * each.shed_rate():.0f}% "
+            f"({each.shed_by_reason()}) "
             f"| {100 * each.retry_after():.0f}% | {each.others()} | {limit:.0f} |"
         )
     adaptive = runs[ADAPTIVE]
@@ -176,10 +195,13 @@ async def run(settings: scale.Settings) -> str:
     data, cfg, access = await scale.prepare(settings)
     logs = Path(tempfile.mkdtemp(prefix="elova-overload-"))
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
-    request = scenarios.tool_call(
-        access.token(), "get_many_executions",
-        {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE},
-    )  # fmt: skip
+
+    def request() -> Request:  # a fresh token a run: they live 5 minutes
+        return scenarios.tool_call(
+            access.token(), "get_many_executions",
+            {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE},
+        )  # fmt: skip
+
     try:
         return section(
             env, cfg.port, logs, request, concurrency=settings.concurrency,
