@@ -11,8 +11,11 @@ filter, on this replica's own latencies:
 - **Baseline**: the latency at low concurrency (at most `min_limit` in flight), a window's
   `PERCENTILE`. Any window whose requests never exceeded `min_limit` in flight measures it
   (a replica under light load keeps it fresh); under load, every `BASELINE_INTERVAL` seconds
-  (jittered) the limit is held at `min_limit` until `BASELINE_SAMPLES` requests that started
-  inside that hold have finished.
+  (jittered; the first time after `FIRST_RECHECK`, the first baseline having met cold
+  caches and new connections) the limit is held at `min_limit` until `BASELINE_SAMPLES`
+  requests that started inside that hold have finished. A window faster than the baseline
+  lowers it: latency at a higher concurrency is never really lower, so the baseline was
+  measured slow.
 - **Window**: at least `WINDOW_SECONDS` and `WINDOW_SAMPLES` admitted requests; its latency
   is their `PERCENTILE`.
 - **Update**, at the end of a window: gradient = baseline × (1 + `TOLERANCE`) ÷ window
@@ -39,7 +42,8 @@ SMOOTHING = 0.3  # weight of a window's new limit
 WINDOW_SECONDS = 0.1
 WINDOW_SAMPLES = 10
 BASELINE_SAMPLES = 20
-BASELINE_INTERVAL = 30.0
+BASELINE_INTERVAL = 10.0
+FIRST_RECHECK = 1.0  # the first baseline is measured cold: again this soon after
 BASELINE_JITTER = 0.2  # share of the interval added at random (replicas do not all pause at once)
 MIN_LIMIT = 2
 
@@ -130,11 +134,12 @@ class GradientLimit:
         self._hold_samples = []
 
     def _end_hold(self, now: float) -> None:
+        interval = BASELINE_INTERVAL if self.baseline is not None else FIRST_RECHECK
         self.baseline = percentile(self._hold_samples, PERCENTILE)
         self.holding_since = None
         self._hold_samples = []
         self._restart_window(now)
-        self.next_hold = now + BASELINE_INTERVAL * (1 + BASELINE_JITTER * self.jitter())
+        self.next_hold = now + interval * (1 + BASELINE_JITTER * self.jitter())
 
     def _restart_window(self, now: float) -> None:
         self._window = []
@@ -148,6 +153,10 @@ class GradientLimit:
         assert self.baseline is not None
         if self._peak <= self.min_limit:
             # Nothing queued behind this window's requests: its latency is a baseline.
+            self.baseline = latency
+        elif latency < self.baseline:
+            # More in flight and yet faster: the baseline was measured slow (a cold start,
+            # a neighbour's burst), and a limit computed from it would let a queue build.
             self.baseline = latency
         gradient = self.baseline * (1 + TOLERANCE) / latency if latency > 0 else MAX_GRADIENT
         gradient = min(MAX_GRADIENT, max(MIN_GRADIENT, gradient))
