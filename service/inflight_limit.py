@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 PERCENTILE = 0.9  # a window's latency: its 90th percentile
-TOLERANCE = 0.5  # queueing allowed on top of the baseline before the limit shrinks
-HEADROOM = 1.0  # requests added to the limit each window (what lets it probe upward)
+TOLERANCE = 0.25  # queueing allowed on top of the baseline before the limit shrinks
+HEADROOM = 0.5  # added to the limit each window (what lets it probe upward)
 MIN_GRADIENT = 0.5
 MAX_GRADIENT = 2.0
 SMOOTHING = 0.3  # weight of a window's new limit
