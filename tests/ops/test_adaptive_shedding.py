@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -124,7 +125,9 @@ async def test_the_limit_adapts_and_sheds_before_any_work(
     assert set(statuses) == {"200", "503"}, statuses
     assert sheds_ok
     assert readiness and set(readiness) == {200}  # readiness ignores the load
-    assert min(limits) < CAP / 2, limits  # the limit came down from the cap
+    # The limit came down from the cap and stayed down (the median of the second half: the
+    # baseline holds at the start pin it at 2 for a moment, which proves nothing).
+    assert statistics.median(limits[len(limits) // 2 :]) < CAP / 2, limits
     assert after[("elova_mcp_inflight_limit_baseline_seconds", ())] > 0, (statuses, limits)
     assert after[("elova_mcp_inflight_limit_latency_seconds", ())] > 0
     # Before any work: every 503 is a shed (counted there), and no shed request reached the
