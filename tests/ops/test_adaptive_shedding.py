@@ -2,8 +2,8 @@
 falls from its cap as the latency grows, the requests past it get the shed 503 with
 `Retry-After` before any work, and /readyz answers 200 throughout.
 
-The overload is made deterministic with a PostgreSQL pool of 2: with 40 tool calls at once
-and the cap at 20, 18 of the admitted ones wait for a connection, so their latency is many
+The overload is made deterministic with a PostgreSQL pool of 1: with 40 tool calls at once
+and the cap at 20, 19 of the admitted ones wait for the connection, so their latency is many
 times the baseline whatever the machine's neighbours do.
 """
 
@@ -25,7 +25,7 @@ from tests.ops.serve_process import ServeProcess
 
 CLIENTS = 40
 CAP = 20
-SECONDS = 4.0
+SECONDS = 8.0  # on a busy machine ~70 calls a second are admitted: 25 a window
 
 
 def tool_call(token: str, workspace_id: object) -> tuple[bytes, dict[str, str]]:
@@ -63,7 +63,7 @@ async def adaptive_serve(
             "ELOVA_SHED_ADMISSION": "adaptive",
             "ELOVA_SHED_MAX_INFLIGHT": str(CAP),
             "ELOVA_SHED_LOOP_LAG_MS": "0",  # the limit alone sheds: the machine is shared
-            "ELOVA_DB_POOL_MAX": "2",
+            "ELOVA_DB_POOL_MAX": "1",
             "ELOVA_LIMIT_GLOBAL_CONCURRENCY": "1000",
             "ELOVA_LIMIT_ACCOUNT_CONCURRENCY": "1000",
             "ELOVA_LIMIT_APPROVAL_PER_MINUTE": "1000000",
@@ -125,9 +125,9 @@ async def test_the_limit_adapts_and_sheds_before_any_work(
     assert set(statuses) == {"200", "503"}, statuses
     assert sheds_ok
     assert readiness and set(readiness) == {200}  # readiness ignores the load
-    # The limit came down from the cap and stayed down (the median of the second half: the
-    # baseline holds at the start pin it at 2 for a moment, which proves nothing).
-    assert statistics.median(limits[len(limits) // 2 :]) < CAP / 2, limits
+    # The limit came down from the cap and stayed down (the median of the last third: the
+    # baseline holds of the first seconds pin it at 2 for a moment, which proves nothing).
+    assert statistics.median(limits[2 * len(limits) // 3 :]) < CAP / 2, (statuses, limits)
     assert after[("elova_mcp_inflight_limit_baseline_seconds", ())] > 0, (statuses, limits)
     assert after[("elova_mcp_inflight_limit_latency_seconds", ())] > 0
     # Before any work: every 503 is a shed (counted there), and no shed request reached the
