@@ -49,6 +49,7 @@ test: install tools
 # Node or other installed tool (no fixture of theirs reaches tests/conftest.py's database),
 # in well under a minute. A new pure test file joins this list.
 UNIT_TESTS := tests/test_config.py tests/test_crypto.py tests/test_shedding.py \
+	tests/test_inflight_limit.py \
 	tests/oauth/test_outbound_address.py \
 	tests/test_database_urls.py \
 	tests/limits/test_units.py tests/limits/test_engine_config.py \

@@ -56,6 +56,7 @@ from service.metric_labels import (
     bounded,
     http_status_label,
 )
+from service.overload_metrics import OverloadMetrics
 from service.trace_ids import current_trace_ids
 
 _KNOWN_LABEL_SETS = 4096  # remembered argument tuples a method (more are looked up)
@@ -182,6 +183,7 @@ class Metrics:
         self.shedding = gauge(
             "shedding", "1 while event-loop lag makes this replica refuse new requests."
         )
+        self.overload = OverloadMetrics(reg)  # the in-flight limit (service/overload_metrics.py)
         self.open_connections = gauge(
             "open_connections", "Client connections open on the main listener."
         )

@@ -1,16 +1,18 @@
-"""Whether this replica is overloaded: the smoothed event-loop lag and the requests in flight.
+"""Whether this replica is overloaded: the smoothed event-loop lag, and the requests in
+flight against the in-flight limit (fixed or adaptive, service/inflight_limit.py).
 
-service/shedding.py feeds an `Overload` (its lag probe, its in-flight count) and refuses new
-requests while `refusal()` names a reason. Lag samples are clipped at `CLIP` thresholds and
-smoothed (`SMOOTHING`); shedding for lag starts at the threshold and stops under
-`STOP_FRACTION` of it (docs/decisions/floods.md).
+service/shedding.py feeds an `Overload` (its lag probe, its in-flight count, the latency of
+each admitted request) and refuses new requests while `refusal()` names a reason. Lag
+samples are clipped at `CLIP` thresholds and smoothed (`SMOOTHING`); shedding for lag starts
+at the threshold and stops under `STOP_FRACTION` of it (docs/decisions/floods.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from service.settings.limits import Shedding
+from service.inflight_limit import MIN_LIMIT, FixedLimit, GradientLimit, InflightLimit
+from service.settings.limits import ADAPTIVE, Shedding
 
 SMOOTHING = 0.3  # weight of the newest sample in the smoothed lag
 CLIP = 2.0  # a sample counts for at most this many thresholds
@@ -22,14 +24,19 @@ class Overload:
     """The shedding decision of one app: the smoothed loop lag and the requests in flight."""
 
     lag_threshold: float  # seconds; 0: lag never sheds
-    max_inflight: int
+    limit: InflightLimit = field(default_factory=lambda: FixedLimit(20))
     smoothed_lag: float = 0.0
     lagging: bool = False
     inflight: int = 0
 
     @classmethod
-    def from_settings(cls, settings: Shedding) -> Overload:
-        return cls(settings.loop_lag_seconds, settings.max_inflight)
+    def from_settings(cls, settings: Shedding, now: float) -> Overload:
+        limit: InflightLimit = (
+            GradientLimit(MIN_LIMIT, settings.max_inflight, now=now)
+            if settings.admission == ADAPTIVE
+            else FixedLimit(settings.max_inflight)
+        )
+        return cls(settings.loop_lag_seconds, limit)
 
     def observe_lag(self, lag: float) -> bool:
         """Take one probe's lag in seconds; True when shedding for lag started or stopped."""
@@ -49,6 +56,6 @@ class Overload:
         """Why a new request is refused now (loop_lag | inflight), or None to admit it."""
         if self.lagging:
             return "loop_lag"
-        if self.inflight >= self.max_inflight:
+        if self.inflight >= self.limit.current():
             return "inflight"
         return None

@@ -8,8 +8,12 @@ Two signals say "overloaded" (service/overload.py decides; docs/decisions/floods
   the threshold, a few more when just over it). Shedding stops once the smoothed lag falls
   under half the threshold: the gap between the two values (hysteresis) keeps it from
   flapping around one number.
-- requests in flight on the shed routes at `max_inflight` (by default twice the PostgreSQL
-  pool): one more would only wait for a connection, and make the admitted ones later.
+- requests in flight on the shed routes at the in-flight limit: by default a limit that
+  adapts to the latency of the admitted requests (service/inflight_limit.py), kept where
+  the replica is busy but nothing queues; `ELOVA_SHED_ADMISSION=fixed` makes it a fixed cap
+  (`ELOVA_SHED_MAX_INFLIGHT`, by default twice the PostgreSQL pool, which also bounds the
+  adaptive limit). One more request than the replica can serve at once would only wait,
+  and make the admitted ones later.
 
 A shed request gets a 503 with `Retry-After` from precomputed bytes, before the request
 log, the bearer check, Redis or PostgreSQL: it is counted, not logged line by line. Only
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import hdrs, web
@@ -72,6 +77,7 @@ async def shed_overload(request: web.Request, handler: Handler) -> web.StreamRes
         return await handler(request)
     reason = request.app[OVERLOAD].refusal()
     if reason is None:
+        request.app[METRICS].overload.admitted.inc()
         return await handler(request)
     request.app[METRICS].request_shed(reason)
     headers = {**_HEADERS, h.REQUEST_ID: new_request_id()}
@@ -81,15 +87,19 @@ async def shed_overload(request: web.Request, handler: Handler) -> web.StreamRes
 @web.middleware
 async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count the admitted requests of the shed routes, once their body is in (so a slow
-    upload is not counted, docs/decisions/floods.md)."""
+    upload is not counted, docs/decisions/floods.md), and give each one's latency to the
+    in-flight limit."""
     if request.path not in REFUSALS:
         return await handler(request)
     overload = request.app[OVERLOAD]
     overload.inflight += 1
+    inflight = overload.inflight
+    started = time.monotonic()
     try:
         return await handler(request)
     finally:
         overload.inflight -= 1
+        overload.limit.observe(started, time.monotonic(), inflight)
 
 
 async def probe_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -120,7 +130,9 @@ def setup_shedding(app: web.Application) -> None:
     """The overload state, its probe, the refusal (the outermost middleware: before the
     request log, auth and the database) and the in-flight count (after the body deadline,
     which `connections.setup_reading` registered before this)."""
-    app[OVERLOAD] = Overload.from_settings(app[CONFIG].shedding)
+    overload = Overload.from_settings(app[CONFIG].shedding, time.monotonic())
+    app[OVERLOAD] = overload
+    app[METRICS].overload.watch(overload)
     app.cleanup_ctx.append(probe_ctx)
     app.middlewares.insert(0, shed_overload)
     app.middlewares.append(count_in_flight)

@@ -66,6 +66,7 @@ def make_config(
             # Nor must a loop made late by the neighbours, or a test's burst of concurrent
             # calls, turn answers into load-shedding 503s (tests of shedding set their own).
             "ELOVA_SHED_LOOP_LAG_MS": "0",
+            "ELOVA_SHED_ADMISSION": "fixed",
             "ELOVA_SHED_MAX_INFLIGHT": "10000",
             # Every registration of the run comes from 127.0.0.1: the per-address limit must
             # not refuse the suite (tests of the limit set their own).

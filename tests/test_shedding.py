@@ -7,6 +7,7 @@ import pytest
 from service.config import Config
 from service.connections import RefusalPacing, RefusalRuns
 from service.errors import ConfigError
+from service.inflight_limit import FixedLimit, GradientLimit
 from service.overload import Overload
 from service.settings.limits import Connections
 
@@ -18,14 +19,14 @@ def feed(overload: Overload, lag: float, times: int) -> list[bool]:
 
 
 def test_one_long_pause_does_not_start_shedding() -> None:
-    overload = Overload(THRESHOLD, max_inflight=20)
+    overload = Overload(THRESHOLD)
     overload.observe_lag(2.0)  # a GC or one big answer: clipped, smoothed
     assert not overload.lagging
     assert overload.refusal() is None
 
 
 def test_a_loop_that_stays_late_starts_shedding_within_a_few_probes() -> None:
-    overload = Overload(THRESHOLD, max_inflight=20)
+    overload = Overload(THRESHOLD)
     changes = feed(overload, 0.2, 3)
     assert overload.lagging
     assert changes.count(True) == 1
@@ -33,7 +34,7 @@ def test_a_loop_that_stays_late_starts_shedding_within_a_few_probes() -> None:
 
 
 def test_shedding_stops_only_under_half_the_threshold() -> None:
-    overload = Overload(THRESHOLD, max_inflight=20)
+    overload = Overload(THRESHOLD)
     feed(overload, 0.2, 10)
     feed(overload, 0.04, 20)  # below the threshold but above half of it: still shedding
     assert overload.lagging
@@ -44,19 +45,19 @@ def test_shedding_stops_only_under_half_the_threshold() -> None:
 
 
 def test_no_flapping_around_the_threshold() -> None:
-    overload = Overload(THRESHOLD, max_inflight=20)
+    overload = Overload(THRESHOLD)
     changes = [overload.observe_lag(lag) for lag in [0.06, 0.04] * 50]
     assert changes.count(True) <= 1
 
 
 def test_lag_zero_threshold_never_sheds() -> None:
-    overload = Overload(0.0, max_inflight=20)
+    overload = Overload(0.0)
     feed(overload, 5.0, 20)
     assert not overload.lagging
 
 
 def test_requests_in_flight_at_the_cap_are_refused() -> None:
-    overload = Overload(THRESHOLD, max_inflight=2)
+    overload = Overload(THRESHOLD, FixedLimit(2))
     overload.inflight = 1
     assert overload.refusal() is None
     overload.inflight = 2
@@ -70,6 +71,10 @@ def test_settings_defaults_follow_the_pool() -> None:
     cfg = Config.from_env(BASE, need_key=False)
     assert cfg.shedding.loop_lag_seconds == 0.05
     assert cfg.shedding.max_inflight == 2 * cfg.db_pool_max == 20
+    assert cfg.shedding.admission == "adaptive"
+    assert isinstance(Overload.from_settings(cfg.shedding, 0.0).limit, GradientLimit)
+    fixed = Config.from_env({**BASE, "ELOVA_SHED_ADMISSION": "fixed"}, need_key=False)
+    assert Overload.from_settings(fixed.shedding, 0.0).limit == FixedLimit(20)
     bigger = Config.from_env({**BASE, "ELOVA_DB_POOL_MAX": "16"}, need_key=False)
     assert bigger.shedding.max_inflight == 32
     conns = cfg.connections
@@ -84,6 +89,7 @@ def test_settings_defaults_follow_the_pool() -> None:
         ("ELOVA_SHED_LOOP_LAG_MS", "-1"),
         ("ELOVA_SHED_LOOP_LAG_MS", "10001"),
         ("ELOVA_SHED_MAX_INFLIGHT", "0"),
+        ("ELOVA_SHED_ADMISSION", "gradient"),
         ("ELOVA_MAX_CONNECTIONS", "0"),
         ("ELOVA_HEADER_TIMEOUT_SECONDS", "0"),
         ("ELOVA_BODY_TIMEOUT_SECONDS", "nan"),

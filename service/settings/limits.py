@@ -37,14 +37,21 @@ class Limits:
     breaker_cooldown_seconds: float = 1.0
 
 
+ADAPTIVE = "adaptive"
+FIXED = "fixed"
+
+
 @dataclass(frozen=True)
 class Shedding:
     """When this replica refuses new requests at once (503 + Retry-After, service/shedding.py):
-    event-loop lag at `loop_lag_seconds` (0: never for lag), or `max_inflight` requests already
-    in flight on the shed routes (by default twice the PostgreSQL pool)."""
+    event-loop lag at `loop_lag_seconds` (0: never for lag), or the requests in flight on the
+    shed routes at the in-flight limit. `admission` chooses that limit: adaptive (sized from
+    the measured latency, at most `max_inflight`) or fixed (`max_inflight` itself); by default
+    `max_inflight` is twice the PostgreSQL pool."""
 
     loop_lag_seconds: float = 0.05
     max_inflight: int = 20
+    admission: str = ADAPTIVE
 
 
 @dataclass(frozen=True)
@@ -108,10 +115,18 @@ def read_pool_max(env: Mapping[str, str]) -> int:
 
 
 def read_shedding(env: Mapping[str, str]) -> Shedding:
-    """ELOVA_SHED_LOOP_LAG_MS (0: off) and ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
+    """ELOVA_SHED_LOOP_LAG_MS (0: off), ELOVA_SHED_ADMISSION (adaptive | fixed) and
+    ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
     lag_ms = parse(env, "ELOVA_SHED_LOOP_LAG_MS", _lag_millis, 50)
     inflight = parse(env, "ELOVA_SHED_MAX_INFLIGHT", positive_int, 2 * read_pool_max(env))
-    return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight)
+    admission = parse(env, "ELOVA_SHED_ADMISSION", _admission, ADAPTIVE)
+    return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight, admission=admission)
+
+
+def _admission(raw: str) -> str:
+    if raw not in (ADAPTIVE, FIXED):
+        raise ValueError(f"expected {ADAPTIVE} or {FIXED}, got {raw!r}")
+    return raw
 
 
 def _lag_millis(raw: str) -> int:

@@ -3,15 +3,18 @@ cost grows with data and tenants (tests/bench/growth_bench.py), the session path
 stateless one (tests/bench/sessions_bench.py), ours
 against the SDK and the same-answer ceiling (tests/bench/ceiling_bench.py), with
 `--baseline COMMIT` old against new (tests/bench/baseline.py), the floods
-(tests/bench/floods.py), the pooler line (tests/bench/pooler_bench.py: through PgBouncer
-next to direct), the tracing line (tests/bench/tracing_bench.py: off, 1% and 100% sampled,
-interleaved), then the admission limiter's own benchmark (tests/bench/limits_bench.py).
+(tests/bench/floods.py), the overload line (tests/bench/overload_bench.py: the adaptive
+in-flight limit beside fixed caps at 4× overload), the pooler line
+(tests/bench/pooler_bench.py: through PgBouncer next to direct), the tracing line
+(tests/bench/tracing_bench.py: off, 1% and 100% sampled, interleaved), then the admission
+limiter's own benchmark (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
                           [--ceiling-only] [--flood-only] [--baseline-only] [--pooler-only]
-                          [--tracing-only] [--growth-only] [--sessions-only] [--skip-ceiling]
-                          [--skip-floods] [--skip-pooler] [--skip-tracing] [--skip-limits]
+                          [--tracing-only] [--overload-only] [--growth-only]
+                          [--sessions-only] [--skip-ceiling] [--skip-floods]
+                          [--skip-overload] [--skip-pooler] [--skip-tracing] [--skip-limits]
                           [--skip-growth] [--skip-sessions]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
@@ -37,13 +40,14 @@ from tests.bench import (
     ceiling_bench,
     floods,
     growth_bench,
+    overload_bench,
     pooler_bench,
     scale,
     sessions_bench,
     tracing_bench,
 )
 
-SECTIONS = ("ceiling", "flood", "baseline", "pooler", "tracing", "growth", "sessions")
+SECTIONS = ("ceiling", "flood", "overload", "baseline", "pooler", "tracing", "growth", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     parser.add_argument("--skip-ceiling", action="store_true", help="skip ours/SDK/ceiling")
     parser.add_argument("--skip-floods", action="store_true", help="skip the flood section")
+    parser.add_argument("--skip-overload", action="store_true", help="skip the overload line")
     parser.add_argument("--skip-limits", action="store_true", help="skip limits_bench")
     parser.add_argument("--skip-pooler", action="store_true", help="skip the PgBouncer line")
     parser.add_argument("--skip-tracing", action="store_true", help="skip the tracing line")
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "ceiling": not args.skip_ceiling,
         "baseline": bool(args.baseline),
         "flood": not args.skip_floods,
+        "overload": not args.skip_overload,
         "pooler": not args.skip_pooler,
         "tracing": not args.skip_tracing,
         "growth": not args.skip_growth,
@@ -98,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "ceiling": lambda: ceiling_bench.main(settings),
         "baseline": lambda: baseline.main(settings, args.baseline),
         "flood": lambda: floods.main(settings, args.baseline),
+        "overload": lambda: overload_bench.main(settings),
         "pooler": lambda: pooler_bench.main(settings),
         "tracing": lambda: tracing_bench.main(settings),
     }

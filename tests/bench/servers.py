@@ -35,6 +35,7 @@ RAISED_LIMITS = {
     # Throughput runs drive a replica to saturation on purpose: load shedding would refuse
     # part of that load. A run measuring shedding (4x overload) leaves these two out.
     "ELOVA_SHED_LOOP_LAG_MS": "0",
+    "ELOVA_SHED_ADMISSION": "fixed",
     "ELOVA_SHED_MAX_INFLIGHT": BIG,
 }
 

@@ -42,6 +42,7 @@ ENV = {
     # Small on purpose, for the overload induction: 6 calls at once across both replicas
     # (shared in Redis), 4 in flight a replica before it sheds, 3 PostgreSQL connections.
     "LIMIT_GLOBAL_CONCURRENCY": "6",
+    "SHED_ADMISSION": "fixed",  # the fixed cap: a known number in flight
     "SHED_MAX_INFLIGHT": "4",
     "DB_POOL_MAX": "3",
     "REQUEST_DEADLINE_SECONDS": "3",

@@ -85,7 +85,7 @@ async def test_shedding_starts_and_stops_with_loop_lag(start_app: StartApp) -> N
 
 
 async def test_shedding_at_the_in_flight_cap(start_app: StartApp, connect: Connect) -> None:
-    client = await start_app(SHED_MAX_INFLIGHT="1")
+    client = await start_app(SHED_ADMISSION="fixed", SHED_MAX_INFLIGHT="1")
     overload = client.app[OVERLOAD]
     # One request stays in flight: its chunked body never ends.
     assert client.port is not None

@@ -71,6 +71,7 @@ def server_env(
         # Tests share 2 cores: a late loop or a burst of concurrent calls must not turn
         # answers into load-shedding 503s (tests of shedding set their own).
         "ELOVA_SHED_LOOP_LAG_MS": "0",
+        "ELOVA_SHED_ADMISSION": "fixed",
         "ELOVA_SHED_MAX_INFLIGHT": "10000",
         # Every registration of the run comes from 127.0.0.1: the per-address limit must
         # not refuse the suite (tests of the limit set their own).

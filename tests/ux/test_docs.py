@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Callable[[Config], object]] = {
     "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS": lambda c: c.limits.breaker_cooldown_seconds,
     "ELOVA_REDIS_MODE": lambda c: c.redis_engine.mode,
     "ELOVA_SHED_LOOP_LAG_MS": lambda c: round(c.shedding.loop_lag_seconds * 1000),
+    "ELOVA_SHED_ADMISSION": lambda c: c.shedding.admission,
     "ELOVA_MAX_CONNECTIONS": lambda c: c.connections.max_connections,
     "ELOVA_HEADER_TIMEOUT_SECONDS": lambda c: c.connections.header_timeout_seconds,
     "ELOVA_BODY_TIMEOUT_SECONDS": lambda c: c.connections.body_timeout_seconds,

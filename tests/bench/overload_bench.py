@@ -1,0 +1,215 @@
+"""The overload line of `make bench` (issue 23): one replica at 4× overload with the adaptive
+in-flight limit beside the fixed cap at several values, in one run, rounds interleaved.
+
+`tools/call get_many_executions` (first page, 50 rows) from one approval (limits raised as in
+the scale benchmark, Redis admission on, refusal pacing and lag shedding at their
+defaults). The load generator retries a 503 at once (the worst client: one that ignores
+`Retry-After`). Each round, on fresh replicas, in turn:
+
+    single client   1 connection, adaptive admission: the latency the others are judged by
+    unshed          N connections, shedding off: what the replica serves when saturated
+    adaptive        4×N connections, ELOVA_SHED_ADMISSION=adaptive (the default)
+    fixed K         4×N connections, ELOVA_SHED_ADMISSION=fixed, ELOVA_SHED_MAX_INFLIGHT=K
+
+N is the bench's concurrency (16): the scale benchmark's throughput runs use it because one
+replica is saturated there (req/s no longer grows with connections on 2 cores), so 4×N is
+four times the load that saturates it. The medians over rounds give:
+
+    admitted p99 ÷ single client's p99       target ≤ 2
+    admitted req/s ÷ best fixed cap's req/s  target ≥ 0.90
+    shed rate                                503s ÷ answers
+
+The adaptive replica's limit, window latency and baseline are read from its /metrics at the
+end of each overload run.
+
+    python -m tests.bench --overload-only [--quick] [--rounds N] [--duration S]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.bench import scale, scenarios
+from tests.bench.loadgen import Request, Result
+from tests.bench.servers import free_port, job, load, python, running, service_env
+from tests.support.services import REDIS_URL, new_redis_prefix
+
+FACTOR = 4
+FIXED_CAPS = (2, 3, 4, 6, 10, 20)  # 20: today's default, 2 × the pool of 10
+P99_TARGET = 2.0
+THROUGHPUT_TARGET = 0.90
+LEAST_ROUNDS = 2
+WARMUP_SECONDS = 2.0  # the adaptive limit settles within a second (docs/decisions/floods.md)
+ADAPTIVE = "adaptive"
+SINGLE = "single client"
+UNSHED = "unshed"
+GAUGES = ("inflight_limit", "inflight_limit_latency_seconds", "inflight_limit_baseline_seconds")
+
+
+@dataclass
+class Runs:
+    results: list[Result] = field(default_factory=list)
+    gauges: list[dict[str, float]] = field(default_factory=list)
+
+    def median(self, pick: str) -> float:
+        return float(statistics.median(float(getattr(r, pick)) for r in self.results))
+
+    def shed_rate(self) -> float:
+        shed = sum(r.statuses.get("503", 0) for r in self.results)
+        return shed / max(1, sum(sum(r.statuses.values()) for r in self.results))
+
+    def others(self) -> str:
+        """Answers neither 200 nor 503, by status (expected: none)."""
+        counts: dict[str, int] = {}
+        for result in self.results:
+            for status, n in result.statuses.items():
+                if status not in ("200", "503"):
+                    counts[status] = counts.get(status, 0) + n
+        return ", ".join(f"{n} × {status}" for status, n in sorted(counts.items())) or "none"
+
+    def shed_by_reason(self) -> str:
+        """The 503s by the signal that shed them, summed over the runs (from /metrics)."""
+        reasons: dict[str, float] = {}
+        for gauges in self.gauges:
+            for name, n in gauges.items():
+                if name.startswith("shed_requests_total{"):
+                    reason = name.partition('reason="')[2].rstrip('"}')
+                    reasons[reason] = reasons.get(reason, 0.0) + n
+        total = sum(reasons.values())
+        return (
+            ", ".join(
+                f"{reason} {100 * n / total:.0f}%" for reason, n in sorted(reasons.items()) if n
+            )
+            or "none"
+        )
+
+    def retry_after(self) -> float:
+        shed = sum(r.statuses.get("503", 0) for r in self.results)
+        return sum(r.retry_after_503 for r in self.results) / shed if shed else 1.0
+
+
+def _env(base: dict[str, str], label: str) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if not k.startswith("ELOVA_SHED_")}
+    if label == UNSHED:
+        return {**env, "ELOVA_SHED_LOOP_LAG_MS": "0", "ELOVA_SHED_ADMISSION": "fixed",
+                "ELOVA_SHED_MAX_INFLIGHT": "1000000"}  # fmt: skip
+    if label in (ADAPTIVE, SINGLE):
+        return {**env, "ELOVA_SHED_ADMISSION": "adaptive"}
+    cap = label.removeprefix("fixed ")
+    return {**env, "ELOVA_SHED_ADMISSION": "fixed", "ELOVA_SHED_MAX_INFLIGHT": cap}
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    values = {}
+    for line in text.splitlines():
+        name, _, number = line.rpartition(" ")
+        name = name.removeprefix("elova_mcp_")
+        if name in GAUGES or name.startswith("shed_requests_total{"):
+            values[name] = float(number)
+    return values
+
+
+def section(
+    base: dict[str, str], port: int, logs: Path, request: Callable[[], Request],
+    *, concurrency: int, duration: float, rounds: int,
+) -> str:  # fmt: skip
+    labels = [SINGLE, UNSHED, ADAPTIVE, *(f"fixed {cap}" for cap in FIXED_CAPS)]
+    runs = {label: Runs() for label in labels}
+    for index in range(rounds):
+        order = labels[2:][index % (len(labels) - 2) :] + labels[2:][: index % (len(labels) - 2)]
+        for label in [SINGLE, UNSHED, *order]:
+            connections = {SINGLE: 1, UNSHED: concurrency}.get(label, FACTOR * concurrency)
+            metrics_port = free_port()
+            env = {**_env(base, label), "ELOVA_METRICS_PORT": str(metrics_port)}
+            print(f"overload, round {index + 1}: {label} on {connections} connections …",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            with running("elova-overload", python("-m", "service", "serve"), port, env, logs):
+                result = load(job(port, [request()], concurrency=connections,
+                                  warmup_seconds=WARMUP_SECONDS, duration_seconds=duration,
+                                  expect='"isError":false'))  # fmt: skip
+                runs[label].results.append(result)
+                runs[label].gauges.append(_scrape(metrics_port))
+    return _report(runs, concurrency, duration, rounds)
+
+
+def _report(runs: dict[str, Runs], n: int, duration: float, rounds: int) -> str:
+    single = runs[SINGLE].median("p99_ms")
+    fixed = [label for label in runs if label.startswith("fixed ")]
+    best = max(fixed, key=lambda label: runs[label].median("rps"))
+    best_rps = runs[best].median("rps")
+    lines = [
+        f"## Overload: one replica at {FACTOR}× ({FACTOR * n} connections; it saturates at "
+        f"{n}), adaptive in-flight limit beside fixed caps ({rounds} rounds, {duration:.0f} s "
+        "a run, medians; the client retries a 503 at once)",
+        "",
+        f"Single client: p99 **{single:.2f} ms** (p50 {runs[SINGLE].median('p50_ms'):.2f} ms, "
+        f"{runs[SINGLE].median('rps'):.0f} req/s). Unshed on {n} connections: "
+        f"{runs[UNSHED].median('rps'):.0f} req/s, p99 {runs[UNSHED].median('p99_ms'):.1f} ms.",
+        "",
+        "| admission | admitted req/s | ÷ best fixed (≥ 0.90) | admitted p50 ms | p99 ms "
+        "| **p99 ÷ single (≤ 2)** | shed (by signal) | 503s with Retry-After | other answers "
+        "| limit at the end |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label in [ADAPTIVE, *fixed]:
+        each = runs[label]
+        rps, p99 = each.median("rps"), each.median("p99_ms")
+        limit = statistics.median(g.get("inflight_limit", 0.0) for g in each.gauges)
+        mark = " (best fixed)" if label == best else ""
+        lines.append(
+            f"| {label}{mark} | {rps:.0f} | {rps / best_rps:.2f} | {each.median('p50_ms'):.1f} "
+            f"| {p99:.1f} | **{p99 / single:.2f}** | {100 * each.shed_rate():.0f}% "
+            f"({each.shed_by_reason()}) "
+            f"| {100 * each.retry_after():.0f}% | {each.others()} | {limit:.0f} |"
+        )
+    adaptive = runs[ADAPTIVE]
+    p99_ratio = adaptive.median("p99_ms") / single
+    share = adaptive.median("rps") / best_rps
+    gauges = adaptive.gauges[-1]
+    baseline = gauges.get("inflight_limit_baseline_seconds", float("nan")) * 1000
+    window = gauges.get("inflight_limit_latency_seconds", float("nan")) * 1000
+    met = p99_ratio <= P99_TARGET and share >= THROUGHPUT_TARGET
+    lines += [
+        "",
+        f"Adaptive: admitted p99 ÷ single client's p99 = **{p99_ratio:.2f}** (≤ {P99_TARGET:g}), "
+        f"admitted throughput ÷ best fixed cap's ({best}) = **{share:.2f}** "
+        f"(≥ {THROUGHPUT_TARGET:.2f}), shed rate **{100 * adaptive.shed_rate():.0f}%**: "
+        f"{'met' if met else '**not met**'}. Its last run ended at a limit of "
+        f"{gauges.get('inflight_limit', 0):.0f}, window p90 {window:.2f} ms against a "
+        f"baseline of {baseline:.2f} ms.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+async def run(settings: scale.Settings) -> str:
+    data, cfg, access = await scale.prepare(settings)
+    logs = Path(tempfile.mkdtemp(prefix="elova-overload-"))
+    env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
+
+    def request() -> Request:  # a fresh token a run: they live 5 minutes
+        return scenarios.tool_call(
+            access.token(), "get_many_executions",
+            {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE},
+        )  # fmt: skip
+
+    try:
+        return section(
+            env, cfg.port, logs, request, concurrency=settings.concurrency,
+            duration=settings.duration, rounds=max(LEAST_ROUNDS, settings.rounds),
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def main(settings: scale.Settings) -> str:
+    return asyncio.run(run(settings))
