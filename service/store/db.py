@@ -73,14 +73,36 @@ class StoreConnection(asyncpg.Connection):  # type: ignore[misc]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             tune_socket(sock, self.tcp_timeout_seconds)
-        if self.writes:
-            self.add_query_logger(self._after_query)
         traced = tracing.statement_logger()  # None unless tracing is on (service/tracing/)
         if traced is not None:
             self.add_query_logger(traced)
 
-    def _after_query(self, query: Any) -> None:
-        if isinstance(query.exception, asyncpg.ReadOnlySQLTransactionError):
+    # The read-only check catches the refusal where asyncpg raises it: a query logger would
+    # cost every statement a timing, a record and a loop callback (the request path's
+    # statements all pass through these three).
+    async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
+        try:
+            return str(await super().execute(query, *args, timeout=timeout))
+        except asyncpg.ReadOnlySQLTransactionError:
+            self._refused_as_read_only()
+            raise
+
+    async def _execute(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._execute(*args, **kwargs)
+        except asyncpg.ReadOnlySQLTransactionError:
+            self._refused_as_read_only()
+            raise
+
+    async def _executemany(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._executemany(*args, **kwargs)
+        except asyncpg.ReadOnlySQLTransactionError:
+            self._refused_as_read_only()
+            raise
+
+    def _refused_as_read_only(self) -> None:
+        if self.writes and not self.is_closed():  # once, though execute calls _execute
             # The primary's URL found a read-write server when this connection opened; it is
             # read-only now (demoted, or a failover's former primary): new connections find
             # the writable host (target_session_attrs=read-write).
