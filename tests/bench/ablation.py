@@ -17,7 +17,10 @@ The switches replace code of the service in the measured process only (`serve` b
 - notext    the MCP text block holds one character instead of the result's JSON;
 - nolog     no request-log middleware (request id, HTTP metrics, access line);
 - nometrics every metric call is a no-op;
-- nocursor  nextCursor is not sealed.
+- nocursor  nextCursor is not sealed;
+- noaudit   no audit line for a tools/call (service/audit/tool_calls.py);
+- nodeadline  dispatch runs without the request deadline's outer bound (the tool's stays);
+- nobadinput  no bad-input middleware (service/bad_input.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SWITCHES = ("noadmit", "notext", "nolog", "nometrics", "nocursor")
+SWITCHES = ("noadmit", "notext", "nolog", "nometrics", "nocursor", "noaudit", "nodeadline",
+            "nobadinput")
 
 
 def serve(switches: set[str]) -> int:
@@ -68,6 +72,21 @@ def serve(switches: set[str]) -> int:
         from service.tools.cursors import CursorCodec
 
         CursorCodec.issue = lambda self, *args, **kwargs: "x"  # type: ignore[method-assign]
+    if "noaudit" in switches:
+        from service.mcp import transport
+
+        async def audited(request: Any, incoming: Any, answer: Any) -> Any:
+            return answer
+
+        transport.audited = audited  # type: ignore[assignment]
+    if "nodeadline" in switches:
+        from service.mcp import dispatch, transport
+
+        transport.dispatch = dispatch._dispatch  # type: ignore[assignment]
+    if "nobadinput" in switches:
+        from service import bad_input
+
+        bad_input.setup_bad_input = lambda app: None
     from service.__main__ import main
 
     return main(["serve"])
