@@ -108,7 +108,7 @@ async def _run(call: Call, tool_name: str, handler: Any, ctx: ToolContext, argum
 
 def _success(call: Call, structured: bytes) -> p.CallToolResult:
     result = p.CallToolResult(
-        content=[p.TextContent(text=structured.decode("utf-8"))],
+        content=p.text_content(structured),
         structured_content=msgspec.Raw(structured),
         is_error=False,
     )

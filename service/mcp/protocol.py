@@ -193,7 +193,7 @@ class TextContent(msgspec.Struct, kw_only=True):
 
 
 class CallToolResult(_Modern, kw_only=True):
-    content: list[TextContent]
+    content: list[TextContent] | msgspec.Raw  # Raw: `text_content`'s bytes
     structured_content: msgspec.Raw | UnsetType = UNSET
     is_error: bool
 
@@ -224,6 +224,24 @@ encode = _encoder.encode
 
 envelope_decoder = msgspec.json.Decoder(Envelope)
 known_request_decoder = msgspec.json.Decoder(KnownRequest)
+
+
+# A text block as `[TextContent(text=…)]` encodes it, around the JSON string of its text.
+_TEXT_HEAD, _TEXT_TAIL = msgspec.json.encode([TextContent(text="")]).split(b'""')
+_CONTROL_BYTES = bytes(range(0x20))
+
+
+def text_content(structured: bytes) -> msgspec.Raw:
+    """`[TextContent(text=structured.decode())]` as JSON, byte for byte as msgspec encodes
+    it, made from the bytes: a string's JSON escapes only `"`, `\\` and control characters,
+    and JSON from msgspec has no raw control character (JSON a Raw field copies from the
+    store might: that text takes msgspec's own path). Decoding the page to str and encoding
+    it again was a large part of a tools/call, more so for a page holding characters past
+    U+FFFF."""
+    if len(structured.translate(None, _CONTROL_BYTES)) != len(structured):
+        return msgspec.Raw(encode([TextContent(text=structured.decode("utf-8"))]))
+    escaped = structured.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    return msgspec.Raw(b"".join((_TEXT_HEAD, b'"', escaped, b'"', _TEXT_TAIL)))
 
 
 def result_body(request_id: RequestId | None, result: Any) -> bytes:
