@@ -228,17 +228,16 @@ known_request_decoder = msgspec.json.Decoder(KnownRequest)
 
 # A text block as `[TextContent(text=…)]` encodes it, around the JSON string of its text.
 _TEXT_HEAD, _TEXT_TAIL = msgspec.json.encode([TextContent(text="")]).split(b'""')
-_CONTROL_BYTES = bytes(range(0x20))
 
 
 def text_content(structured: bytes) -> msgspec.Raw:
     """`[TextContent(text=structured.decode())]` as JSON, byte for byte as msgspec encodes
-    it, made from the bytes: a string's JSON escapes only `"`, `\\` and control characters,
-    and JSON from msgspec has no raw control character (JSON a Raw field copies from the
-    store might: that text takes msgspec's own path). Decoding the page to str and encoding
-    it again was a large part of a tools/call, more so for a page holding characters past
-    U+FFFF."""
-    if len(structured.translate(None, _CONTROL_BYTES)) != len(structured):
+    it, made from the bytes: a string's JSON escapes `"`, `\\` and control characters, and
+    the only control characters JSON holds raw are the whitespace between its tokens (none
+    in msgspec's own output; a Raw field copied from the store may have some: that text
+    takes msgspec's path). Decoding the page to str and encoding it again was a large part
+    of a tools/call, more so for a page holding characters past U+FFFF."""
+    if b"\n" in structured or b"\r" in structured or b"\t" in structured:
         return msgspec.Raw(encode([TextContent(text=structured.decode("utf-8"))]))
     escaped = structured.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
     return msgspec.Raw(b"".join((_TEXT_HEAD, b'"', escaped, b'"', _TEXT_TAIL)))
