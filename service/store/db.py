@@ -234,19 +234,43 @@ async def create_pool(
 
 
 class StorePool(asyncpg.Pool):  # type: ignore[misc]
-    """asyncpg's pool, whose release of a connection takes RELEASE_SECONDS at most.
+    """asyncpg's pool, whose release of a connection takes RELEASE_SECONDS at most, and
+    costs no task when it has nothing to wait for.
 
     A statement cancelled by the request deadline is cancelled on the server through a
     connection of its own, and asyncpg's release waits for that (up to the command timeout,
     the deadline + 5 s) before the connection is free again. On a server that went silent
     the cancel is never answered: every connection of the pool would stay taken that long,
     and the pool could not reach a promoted standby meanwhile. Past RELEASE_SECONDS the
-    connection is closed instead, and its place is free for a new one."""
+    connection is closed instead, and its place is free for a new one.
+
+    asyncpg runs every release in a task of its own (asyncio.shield), so that a cancelled
+    caller cannot leave the connection half released: two turns of the event loop and a
+    task a statement. A connection with no cancel pending, no transaction open (nothing to
+    roll back) and no reason to be closed is released without waiting for anything, so
+    nothing can interrupt it: it is released at once (asyncpg 0.32's own steps, pinned)."""
 
     async def release(
         self, connection: asyncpg.Connection, *, timeout: float | None = None
     ) -> None:
-        await super().release(connection, timeout=RELEASE_SECONDS if timeout is None else timeout)
+        holder = getattr(connection, "_holder", None)
+        con = getattr(connection, "_con", None)
+        if (
+            holder is None
+            or con is None
+            or holder._pool is not self
+            or con._protocol._is_cancelling()
+            or con.is_in_transaction()
+            or con._top_xact is not None
+            or con._protocol.queries_count >= holder._max_queries
+            or holder._generation != self._generation
+        ):
+            bound = RELEASE_SECONDS if timeout is None else timeout
+            await super().release(connection, timeout=bound)
+            return
+        self._check_init()
+        con._on_release()
+        await holder.release(None)  # no I/O on this path: it does not suspend
 
 
 RELEASE_SECONDS = 2.0
