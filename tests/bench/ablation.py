@@ -33,8 +33,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SWITCHES = ("noadmit", "notext", "nolog", "nometrics", "nocursor", "noaudit", "nodeadline",
-            "nobadinput")
+SWITCHES = (
+    "noadmit",
+    "notext",
+    "nolog",
+    "nometrics",
+    "nocursor",
+    "noaudit",
+    "nodeadline",
+    "nobadinput",
+)
 
 
 def serve(switches: set[str]) -> int:
@@ -72,6 +80,14 @@ def serve(switches: set[str]) -> int:
         from service.tools.cursors import CursorCodec
 
         CursorCodec.issue = lambda self, *args, **kwargs: "x"  # type: ignore[method-assign]
+    _switch_off_added_parts(switches)
+    from service.__main__ import main
+
+    return main(["serve"])
+
+
+def _switch_off_added_parts(switches: set[str]) -> None:
+    """The switches of what issues 20-22 added to a tool call."""
     if "noaudit" in switches:
         from service.mcp import transport
 
@@ -87,9 +103,6 @@ def serve(switches: set[str]) -> int:
         from service import bad_input
 
         bad_input.setup_bad_input = lambda app: None
-    from service.__main__ import main
-
-    return main(["serve"])
 
 
 def measure(quick: bool, rounds: int, calls: int, variants: list[str]) -> str:
