@@ -94,11 +94,11 @@ def _switch_off_added_parts(switches: set[str]) -> None:
         async def audited(request: Any, incoming: Any, answer: Any) -> Any:
             return answer
 
-        transport.audited = audited  # type: ignore[assignment]
+        setattr(transport, "audited", audited)  # noqa: B010 (a name transport imported)
     if "nodeadline" in switches:
         from service.mcp import dispatch, transport
 
-        transport.dispatch = dispatch._dispatch  # type: ignore[assignment]
+        setattr(transport, "dispatch", dispatch._dispatch)  # noqa: B010 (a name transport imported)
     if "nobadinput" in switches:
         from service import bad_input
 
