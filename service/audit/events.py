@@ -11,7 +11,7 @@ nobody (period, status, limit, time zone, lifecycle).
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 import msgspec
@@ -115,8 +115,18 @@ _canonical = msgspec.json.Encoder(order="sorted")
 
 
 def now_rfc3339() -> str:
-    """The current time, RFC 3339 UTC with milliseconds (…T22:11:56.123Z)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current time, RFC 3339 UTC with milliseconds (…T22:11:56.123Z). Every tool call
+    writes one: the text up to the second is formatted once a second."""
+    global _second, _second_text
+    milliseconds = time.time_ns() // 1_000_000
+    second, fraction = divmod(milliseconds, 1000)
+    if second != _second:
+        _second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second = second
+    return f"{_second_text}.{fraction:03d}Z"
+
+
+_second, _second_text = -1, ""
 
 
 def event(

@@ -2,9 +2,11 @@
 
 A sink takes a batch of whole lines and either writes all of it or raises OSError; the
 writer (service/audit/writer.py) keeps the batch and tries again, so a line is written at
-least once. A socket sink reconnects on the next try after a failure; a file sink appends
-to its path and reopens it when the path names another file (rotation by rename, as
-logrotate does it; copy-and-truncate works too: see docs/operations.md, Audit trail).
+least once. The sinks that never wait (stdout, a file) also take a line with `write_now`,
+called from the request itself. A socket sink reconnects on the next try after a failure;
+a file sink appends to its path and reopens it when the path names another file (rotation
+by rename, as logrotate does it; copy-and-truncate works too: see docs/operations.md,
+Audit trail).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class StreamSink:
         self._stream = stream
 
     async def write(self, lines: bytes) -> None:
+        self.write_now(lines)
+
+    def write_now(self, lines: bytes) -> None:
         self._stream.write(lines.decode("utf-8"))
         self._stream.flush()
 
@@ -54,8 +59,11 @@ class FileSink:
             return True
 
     async def write(self, lines: bytes) -> None:
+        self.write_now(lines)
+
+    def write_now(self, lines: bytes) -> None:
         if self._fd is not None and self._rotated():
-            await self.close()
+            self._close()
         if self._fd is None:
             self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
@@ -63,10 +71,13 @@ class FileSink:
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError:
-            await self.close()
+            self._close()
             raise
 
     async def close(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)

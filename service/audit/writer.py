@@ -1,6 +1,9 @@
 """The audit writer: a bounded queue of lines and the one task that writes them to the sink.
 
-`record` puts a line in the queue. When the queue is full the request waits for room (the
+`record` hands a line to a sink that writes without waiting (stdout, a file) at once when
+nothing is queued or being written before it: a tool call's line then costs one write, not
+a hop through the writer task. Otherwise (a socket sink, a backlog, a failed write) it puts
+the line in the queue. When the queue is full the request waits for room (the
 call is held, the line is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS; past that it raises
 AuditUnavailable and the request is refused 503. The writer task writes every line it can
 take at once as one batch; a batch the sink refuses is kept and tried again (backing off up
@@ -57,6 +60,7 @@ class AuditWriter:
         self.sink = sink
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(cfg.queue_lines)
         self._task: asyncio.Task[None] | None = None
+        self._writing = False  # the writer task holds a batch (being written or retried)
         self.metrics = AuditMetrics(registry)
         self.metrics.depth.set_function(self._queue.qsize)
 
@@ -66,6 +70,8 @@ class AuditWriter:
     async def record(self, audit_event: AuditEvent) -> None:
         """Queue the event's line, waiting for room at most the configured bound."""
         line = encode_line(audit_event)
+        if not self._writing and self._queue.empty() and self._written_now(line):
+            return
         try:
             self._queue.put_nowait(line)
             return
@@ -78,12 +84,31 @@ class AuditWriter:
             self.metrics.refused.inc()
             raise AuditUnavailable() from None
 
+    def _written_now(self, line: bytes) -> bool:
+        """Whether a sink that writes without waiting took the line (False: queue it, and
+        the writer task writes it, retrying as for any batch)."""
+        write_now = getattr(self.sink, "write_now", None)
+        if write_now is None:
+            return False
+        try:
+            write_now(line)
+        except Exception as err:  # whatever the sink raised: the line goes to the queue
+            self.metrics.sink_errors.inc()
+            log.warning("audit sink write failed, queued for the writer: %r", err)
+            return False
+        self.metrics.written.inc()
+        return True
+
     async def _run(self) -> None:
         while True:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH_LINES and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            await self._write(b"".join(batch))
+            self._writing = True
+            try:
+                await self._write(b"".join(batch))
+            finally:
+                self._writing = False
             self.metrics.written.inc(len(batch))
             for _ in batch:
                 self._queue.task_done()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Any
 
@@ -81,7 +82,8 @@ async def _run(call: Call, tool_name: str, handler: Any, ctx: ToolContext, argum
         # Within the request's deadline, less what releasing the connection and answering
         # need: the tool answers DEADLINE_EXCEEDED itself before dispatch's bound strikes.
         reserve = min(ANSWER_RESERVE_SECONDS, deadline / 10)
-        async with asyncio.timeout_at(min(call.deadline_at - reserve, time_now() + deadline)):
+        ends = call.deadline_at - reserve  # a Call made without a deadline: from now
+        async with asyncio.timeout_at(ends if ends != math.inf else time_now() + deadline):
             output = await handler(ctx, arguments)
         failed = False
         return output
@@ -106,7 +108,7 @@ async def _run(call: Call, tool_name: str, handler: Any, ctx: ToolContext, argum
 
 def _success(call: Call, structured: bytes) -> p.CallToolResult:
     result = p.CallToolResult(
-        content=[p.TextContent(text=structured.decode("utf-8"))],
+        content=p.text_content(structured),
         structured_content=msgspec.Raw(structured),
         is_error=False,
     )

@@ -193,7 +193,7 @@ class TextContent(msgspec.Struct, kw_only=True):
 
 
 class CallToolResult(_Modern, kw_only=True):
-    content: list[TextContent]
+    content: list[TextContent] | msgspec.Raw  # Raw: `text_content`'s bytes
     structured_content: msgspec.Raw | UnsetType = UNSET
     is_error: bool
 
@@ -224,6 +224,23 @@ encode = _encoder.encode
 
 envelope_decoder = msgspec.json.Decoder(Envelope)
 known_request_decoder = msgspec.json.Decoder(KnownRequest)
+
+
+# A text block as `[TextContent(text=…)]` encodes it, around the JSON string of its text.
+_TEXT_HEAD, _TEXT_TAIL = msgspec.json.encode([TextContent(text="")]).split(b'""')
+
+
+def text_content(structured: bytes) -> msgspec.Raw:
+    """`[TextContent(text=structured.decode())]` as JSON, byte for byte as msgspec encodes
+    it, made from the bytes: a string's JSON escapes `"`, `\\` and control characters, and
+    the only control characters JSON holds raw are the whitespace between its tokens (none
+    in msgspec's own output; a Raw field copied from the store may have some: that text
+    takes msgspec's path). Decoding the page to str and encoding it again was a large part
+    of a tools/call, more so for a page holding characters past U+FFFF."""
+    if b"\n" in structured or b"\r" in structured or b"\t" in structured:
+        return msgspec.Raw(encode([TextContent(text=structured.decode("utf-8"))]))
+    escaped = structured.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    return msgspec.Raw(b"".join((_TEXT_HEAD, b'"', escaped, b'"', _TEXT_TAIL)))
 
 
 def result_body(request_id: RequestId | None, result: Any) -> bytes:

@@ -73,14 +73,36 @@ class StoreConnection(asyncpg.Connection):  # type: ignore[misc]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             tune_socket(sock, self.tcp_timeout_seconds)
-        if self.writes:
-            self.add_query_logger(self._after_query)
         traced = tracing.statement_logger()  # None unless tracing is on (service/tracing/)
         if traced is not None:
             self.add_query_logger(traced)
 
-    def _after_query(self, query: Any) -> None:
-        if isinstance(query.exception, asyncpg.ReadOnlySQLTransactionError):
+    # The read-only check catches the refusal where asyncpg raises it: a query logger would
+    # cost every statement a timing, a record and a loop callback (the request path's
+    # statements all pass through these three).
+    async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
+        try:
+            return str(await super().execute(query, *args, timeout=timeout))
+        except asyncpg.ReadOnlySQLTransactionError:
+            self._refused_as_read_only()
+            raise
+
+    async def _execute(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._execute(*args, **kwargs)
+        except asyncpg.ReadOnlySQLTransactionError:
+            self._refused_as_read_only()
+            raise
+
+    async def _executemany(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._executemany(*args, **kwargs)
+        except asyncpg.ReadOnlySQLTransactionError:
+            self._refused_as_read_only()
+            raise
+
+    def _refused_as_read_only(self) -> None:
+        if self.writes and not self.is_closed():  # once, though execute calls _execute
             # The primary's URL found a read-write server when this connection opened; it is
             # read-only now (demoted, or a failover's former primary): new connections find
             # the writable host (target_session_attrs=read-write).
@@ -212,19 +234,43 @@ async def create_pool(
 
 
 class StorePool(asyncpg.Pool):  # type: ignore[misc]
-    """asyncpg's pool, whose release of a connection takes RELEASE_SECONDS at most.
+    """asyncpg's pool, whose release of a connection takes RELEASE_SECONDS at most, and
+    costs no task when it has nothing to wait for.
 
     A statement cancelled by the request deadline is cancelled on the server through a
     connection of its own, and asyncpg's release waits for that (up to the command timeout,
     the deadline + 5 s) before the connection is free again. On a server that went silent
     the cancel is never answered: every connection of the pool would stay taken that long,
     and the pool could not reach a promoted standby meanwhile. Past RELEASE_SECONDS the
-    connection is closed instead, and its place is free for a new one."""
+    connection is closed instead, and its place is free for a new one.
+
+    asyncpg runs every release in a task of its own (asyncio.shield), so that a cancelled
+    caller cannot leave the connection half released: two turns of the event loop and a
+    task a statement. A connection with no cancel pending, no transaction open (nothing to
+    roll back) and no reason to be closed is released without waiting for anything, so
+    nothing can interrupt it: it is released at once (asyncpg 0.32's own steps, pinned)."""
 
     async def release(
         self, connection: asyncpg.Connection, *, timeout: float | None = None
     ) -> None:
-        await super().release(connection, timeout=RELEASE_SECONDS if timeout is None else timeout)
+        holder = getattr(connection, "_holder", None)
+        con = getattr(connection, "_con", None)
+        if (
+            holder is None
+            or con is None
+            or holder._pool is not self
+            or con._protocol._is_cancelling()
+            or con.is_in_transaction()
+            or con._top_xact is not None
+            or con._protocol.queries_count >= holder._max_queries
+            or holder._generation != self._generation
+        ):
+            bound = RELEASE_SECONDS if timeout is None else timeout
+            await super().release(connection, timeout=bound)
+            return
+        self._check_init()
+        con._on_release()
+        await holder.release(None)  # no I/O on this path: it does not suspend
 
 
 RELEASE_SECONDS = 2.0

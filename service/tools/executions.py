@@ -19,7 +19,7 @@ import msgspec
 from service.auth.caller import N8N_READ
 from service.errors import NotFound
 from service.rules.periods import window_start
-from service.rules.shaping import format_local, resolve_zone, shorten
+from service.rules.shaping import format_local, resolve_zone
 from service.store.reads.executions import FIRST_PAGE_PARAMETER, ONE_EXECUTION, page_query
 from service.store.reads.one_snapshot import one_snapshot, one_snapshot_unless
 from service.tools.base import (
@@ -102,17 +102,31 @@ class OneExecution(Output):
 
 
 def shape_row(row: asyncpg.Record) -> ExecutionRow:
-    """A stored execution as the tools return it (cost absent / null / present as stored)."""
-    name, name_cut = shorten(row["workflow_name"], WORKFLOW_NAME_LENGTH)
+    """A stored execution as the tools return it (cost absent / null / present as stored).
+
+    Run for every row of every page: the shortening of `shorten` is written out here (a
+    page of 50 rows would otherwise make 200 calls of it)."""
+    name = row["workflow_name"]
+    name_cut = len(name) > WORKFLOW_NAME_LENGTH
+    if name_cut:
+        name = name[:WORKFLOW_NAME_LENGTH]
+    instance_name, source_id, source_workflow_id = (
+        row["instance_name"], row["source_id"], row["source_workflow_id"]
+    )  # fmt: skip
+    workflow_id = row["workflow_id"]
     out = ExecutionRow(
         id=str(row["id"]),
         instanceId=str(row["instance_id"]),
-        instanceName=shorten(row["instance_name"], LABEL_LENGTH)[0],
-        workflowId=None if row["workflow_id"] is None else str(row["workflow_id"]),
+        instanceName=instance_name
+        if len(instance_name) <= LABEL_LENGTH
+        else instance_name[:LABEL_LENGTH],
+        workflowId=None if workflow_id is None else str(workflow_id),
         workflowName=name,
         workflowNameTruncated=name_cut,
-        sourceId=shorten(row["source_id"], LABEL_LENGTH)[0],
-        sourceWorkflowId=shorten(row["source_workflow_id"], LABEL_LENGTH)[0],
+        sourceId=source_id if len(source_id) <= LABEL_LENGTH else source_id[:LABEL_LENGTH],
+        sourceWorkflowId=source_workflow_id
+        if len(source_workflow_id) <= LABEL_LENGTH
+        else source_workflow_id[:LABEL_LENGTH],
         status=row["status"],
         startedAt=row["started_at"],
         createdAt=row["created_at"],
@@ -121,13 +135,15 @@ def shape_row(row: asyncpg.Record) -> ExecutionRow:
         observedAt=row["observed_at"],
         sourceMissing=row["source_missing"],
     )
-    if row["cost_state"] == 1:
+    cost_state = row["cost_state"]
+    if cost_state == 1:
         out.cost = None
-    elif row["cost_state"] == 2:
+    elif cost_state == 2:
         out.cost = cost_of(row["cost_amount"])
-    if row["cc_state"] is not None:
+    cc_state = row["cc_state"]
+    if cc_state is not None:
         out.costCoverage = CostCoverage(
-            state=row["cc_state"],
+            state=cc_state,
             pricedComponents=row["cc_priced"],
             unresolvedComponents=row["cc_unresolved"],
             excludedComponents=row["cc_excluded"],

@@ -2,7 +2,7 @@
 against our service with parts switched off, next to the bare ceiling, in interleaved
 rounds (a diagnostic for the next engineer; not part of `make bench`).
 
-    python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [VARIANT ...]
+    python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [--callgrind] [VARIANT ...]
 
 A variant is `base` (the service as shipped), `bare` (the ceiling) or a comma list of the
 switches below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
@@ -11,26 +11,44 @@ server's, PostgreSQL's and Redis's CPU a call. Medians and minimums over the rou
 printed: on this shared machine one run moves ±15 %, so compare only variants measured
 side by side, and expect parts that cost < 0.05 ms a call to stay inside the noise.
 
+With `--callgrind` each server runs under valgrind's callgrind, counting instructions only
+while the measured calls run (`callgrind_control -i on/off`): instructions a call repeat
+within about 0.5 % whatever else the machine does, where CPU time moves by ±15 % or more.
+The server is ~50× slower there: use `--calls 400` or so.
+
 The switches replace code of the service in the measured process only (`serve` below):
 
 - noadmit   admission takes nothing (no Redis calls);
 - notext    the MCP text block holds one character instead of the result's JSON;
 - nolog     no request-log middleware (request id, HTTP metrics, access line);
 - nometrics every metric call is a no-op;
-- nocursor  nextCursor is not sealed.
+- nocursor  nextCursor is not sealed;
+- noaudit   no audit line for a tools/call (service/audit/tool_calls.py);
+- nodeadline  dispatch runs without the request deadline's outer bound (the tool's stays);
+- nobadinput  no bad-input middleware (service/bad_input.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-SWITCHES = ("noadmit", "notext", "nolog", "nometrics", "nocursor")
+SWITCHES = (
+    "noadmit",
+    "notext",
+    "nolog",
+    "nometrics",
+    "nocursor",
+    "noaudit",
+    "nodeadline",
+    "nobadinput",
+)
 
 
 def serve(switches: set[str]) -> int:
@@ -68,12 +86,59 @@ def serve(switches: set[str]) -> int:
         from service.tools.cursors import CursorCodec
 
         CursorCodec.issue = lambda self, *args, **kwargs: "x"  # type: ignore[method-assign]
+    _switch_off_added_parts(switches)
     from service.__main__ import main
 
     return main(["serve"])
 
 
-def measure(quick: bool, rounds: int, calls: int, variants: list[str]) -> str:
+def _switch_off_added_parts(switches: set[str]) -> None:
+    """The switches of what issues 20-22 added to a tool call."""
+    if "noaudit" in switches:
+        from service.mcp import transport
+
+        async def audited(request: Any, incoming: Any, answer: Any) -> Any:
+            return answer
+
+        setattr(transport, "audited", audited)  # noqa: B010 (a name transport imported)
+    if "nodeadline" in switches:
+        from service.mcp import dispatch, transport
+
+        setattr(transport, "dispatch", dispatch._dispatch)  # noqa: B010 (a name transport imported)
+    if "nobadinput" in switches:
+        from service import bad_input
+
+        bad_input.setup_bad_input = lambda app: None
+
+
+def _callgrind(command: list[str], out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+            f"--callgrind-out-file={out}", *command]  # fmt: skip
+
+
+def _instructions(out: Path) -> int:
+    """The instructions callgrind counted (its `totals:` line; `summary:` may say 0)."""
+    counts = [int(line.split()[1]) for line in out.read_text().splitlines()
+              if line.startswith(("totals:", "summary:"))]  # fmt: skip
+    if not counts:
+        raise RuntimeError(f"no totals in {out}")
+    return max(counts)
+
+
+def _thousands(count: float) -> str:
+    return "–" if math.isnan(count) else f"{count / 1000:,.0f}k"
+
+
+def _count(pid: int, on: bool) -> None:
+    import subprocess
+
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(pid)],
+                   check=True, capture_output=True)  # fmt: skip
+
+
+def measure(
+    quick: bool, rounds: int, calls: int, variants: list[str], callgrind: bool = False
+) -> str:
     from tests.bench import scale, scenarios
     from tests.bench.servers import (
         CpuAccount,
@@ -91,7 +156,8 @@ def measure(quick: bool, rounds: int, calls: int, variants: list[str]) -> str:
     logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
     ws = access.workspace_id
-    results: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
+    results: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in variants}
+    out = logs / "callgrind.out"
     for number in range(rounds):
         for variant in variants:
             if variant == "bare":
@@ -107,32 +173,43 @@ def measure(quick: bool, rounds: int, calls: int, variants: list[str]) -> str:
                 arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
                 request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
                 expect = '"isError":false'
+            if callgrind:
+                command = _callgrind(command, out)
             with running("ablation", command, port, env, logs) as server:
                 load(job(port, [request], concurrency=16, warmup_seconds=1.0,
                          duration_seconds=1.0, expect=expect))  # fmt: skip
+                if callgrind:
+                    _count(server.pid, on=True)
                 with CpuAccount(server.pid) as cpu:
                     done = load(job(port, [request], concurrency=16, warmup_seconds=0.0,
-                                    duration_seconds=120.0, max_requests=calls,
-                                    expect=expect))  # fmt: skip
+                                    duration_seconds=900.0 if callgrind else 120.0,
+                                    max_requests=calls, expect=expect))  # fmt: skip
+                if callgrind:
+                    _count(server.pid, on=False)
             if done.errors:
                 raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
             per_call = cpu.per_call_ms(done.completed)
-            results[variant].append((per_call["server"], per_call["postgres"], done.rps))
+            counted = _instructions(out) / done.completed if callgrind else math.nan
+            results[variant].append(
+                (per_call["server"], per_call["postgres"], done.rps, counted)
+            )  # fmt: skip
             print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms, "
                   f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s",
                   file=sys.stderr, flush=True)  # fmt: skip
     lines = [
         f"{rounds} rounds of {calls} calls, {data.executions:,} executions",
         "",
-        "| variant | server CPU a call, median (min) ms | PostgreSQL ms | req/s |",
-        "| --- | ---: | ---: | ---: |",
+        "| variant | server CPU a call, median (min) ms | PostgreSQL ms | req/s "
+        "| instructions a call (callgrind) |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for variant, runs in results.items():
         own = [r[0] for r in runs]
         lines.append(
             f"| {variant} | {statistics.median(own):.3f} ({min(own):.3f}) "
             f"| {statistics.median(r[1] for r in runs):.3f} "
-            f"| {statistics.median(r[2] for r in runs):.0f} |"
+            f"| {statistics.median(r[2] for r in runs):.0f} "
+            f"| {_thousands(statistics.median(r[3] for r in runs))} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -142,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the 200k-execution data set")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--callgrind", action="store_true", help="count instructions too")
     parser.add_argument("--serve", metavar="SWITCHES", help=argparse.SUPPRESS)
     parser.add_argument("variants", nargs="*", default=["base", "bare"])
     args = parser.parse_args(argv)
@@ -151,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         unknown = set(variant.split(",")) - {*SWITCHES, "base", "bare"}
         if unknown:
             parser.error(f"unknown switch {sorted(unknown)}; known: {', '.join(SWITCHES)}")
-    sys.stdout.write(measure(args.quick, args.rounds, args.calls, args.variants))
+    sys.stdout.write(
+        measure(args.quick, args.rounds, args.calls, args.variants, callgrind=args.callgrind)
+    )
     return 0
 
 

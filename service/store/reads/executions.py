@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -223,5 +224,4 @@ async def read_first_page(
     return head, page
 
 
-def _page_order(row: asyncpg.Record) -> tuple[Any, Any]:
-    return row["sort_at"], row["id"]
+_page_order = itemgetter("sort_at", "id")  # a page's order: newest first, then by id
