@@ -13,7 +13,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterable, Sequence
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -58,6 +58,9 @@ from service.metric_labels import (
 )
 from service.overload_metrics import OverloadMetrics
 from service.trace_ids import current_trace_ids
+
+if TYPE_CHECKING:
+    from service.overload import Overload
 
 _KNOWN_LABEL_SETS = 4096  # remembered argument tuples a method (more are looked up)
 
@@ -389,6 +392,14 @@ class Metrics:
     def unused_clients_removed(self, kind: str, count: int) -> None:
         """Clients deleted by the retention sweep; kind: dynamic | metadata."""
         self._child(self.clients_removed, bounded(kind, CLIENT_KINDS)).inc(count)
+
+    def request_admitted(self) -> None:
+        """A request on a shed route that load shedding let in."""
+        self.overload.admitted.inc()
+
+    def watch_overload(self, overload: Overload) -> None:
+        """Read the in-flight limit's gauges from this app's Overload at every scrape."""
+        self.overload.watch(overload)
 
     def request_shed(self, reason: str) -> None:
         """A 503 from load shedding: reason is loop_lag | inflight."""

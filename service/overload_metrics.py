@@ -13,9 +13,8 @@ import math
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from service.inflight_limit import GradientLimit
+from service.metric_labels import PREFIX
 from service.overload import Overload
-
-PREFIX = "elova_mcp"
 
 
 class OverloadMetrics:

@@ -77,7 +77,7 @@ async def shed_overload(request: web.Request, handler: Handler) -> web.StreamRes
         return await handler(request)
     reason = request.app[OVERLOAD].refusal()
     if reason is None:
-        request.app[METRICS].overload.admitted.inc()
+        request.app[METRICS].request_admitted()
         return await handler(request)
     request.app[METRICS].request_shed(reason)
     headers = {**_HEADERS, h.REQUEST_ID: new_request_id()}
@@ -132,7 +132,7 @@ def setup_shedding(app: web.Application) -> None:
     which `connections.setup_reading` registered before this)."""
     overload = Overload.from_settings(app[CONFIG].shedding, time.monotonic())
     app[OVERLOAD] = overload
-    app[METRICS].overload.watch(overload)
+    app[METRICS].watch_overload(overload)
     app.cleanup_ctx.append(probe_ctx)
     app.middlewares.insert(0, shed_overload)
     app.middlewares.append(count_in_flight)
