@@ -280,6 +280,11 @@ class Connection(web.RequestHandler):
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
+        if not self._gate.settings.pace_refusals_after:
+            try:  # pacing off: no run of refusals to keep, no pause to decide
+                return await super().finish_response(request, resp, start_time)
+            finally:
+                self._finished()
         loop = asyncio.get_running_loop()
         status, now = resp.status, loop.time()
         # Behind a trusted proxy one connection carries many clients' requests: the run of
@@ -313,10 +318,14 @@ class Connection(web.RequestHandler):
                 self._gate.served(self, now)
             if key is not None:
                 self._gate.runs.answered(key, status, now)
-            self._serving = False
-            self._stop_head_timer()
-            if self.transport is not None:
-                self._gate.idle(self)
+            self._finished()
+
+    def _finished(self) -> None:
+        """An answer was written: the connection waits for its next head, idle."""
+        self._serving = False
+        self._stop_head_timer()
+        if self.transport is not None:
+            self._gate.idle(self)
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
