@@ -11,6 +11,7 @@ nobody (period, status, limit, time zone, lifecycle).
 from __future__ import annotations
 
 import hashlib
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -115,8 +116,17 @@ _canonical = msgspec.json.Encoder(order="sorted")
 
 
 def now_rfc3339() -> str:
-    """The current time, RFC 3339 UTC with milliseconds (…T22:11:56.123Z)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current time, RFC 3339 UTC with milliseconds (…T22:11:56.123Z). The date and
+    time of day are formatted once a second: every tool call, refused ones too, has a line."""
+    global _second, _second_text
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    if seconds != _second:
+        _second_text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second = seconds
+    return f"{_second_text}.{nanos // 1_000_000:03d}Z"
+
+
+_second, _second_text = -1, ""
 
 
 def event(

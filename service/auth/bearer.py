@@ -59,15 +59,44 @@ def verified_claims(tokens: TokenService, token: str, now: float | None = None) 
 
 def verify(request: web.Request) -> Caller:
     """The pending caller of the request's verified access token, or InvalidToken (401;
-    the answering boundary counts it by `auth_reason`)."""
-    claims = verified_claims(request.app[TOKENS], bearer_token(request))
-    return Caller.pending(
-        account_id=claims.account_id,
-        approval_id=claims.approval_id,
-        generation=claims.generation,
-        client_id=claims.client_id,
-        scopes=claims.scopes,
-    )
+    the answering boundary counts it by `auth_reason`).
+
+    Decided once a request: asked again (the audit line of a refused call asks who
+    called), the same caller or a new exception of the same refusal."""
+    known = request.get(_VERDICT)
+    if known is None:
+        try:
+            claims = verified_claims(request.app[TOKENS], bearer_token(request))
+        except InvalidToken as err:
+            request[_VERDICT] = err.description, err.reason, err.error
+            raise
+        known = request[_VERDICT] = Caller.pending(
+            account_id=claims.account_id,
+            approval_id=claims.approval_id,
+            generation=claims.generation,
+            client_id=claims.client_id,
+            scopes=claims.scopes,
+        )
+    if isinstance(known, Caller):
+        return known
+    description, reason, error = known
+    raise InvalidToken(description, reason=reason, error=error)
+
+
+def pending_caller(request: web.Request) -> Caller | None:
+    """The pending caller of the request's token, None when it was refused (or there is
+    none): the bearer check's verdict, without raising it again."""
+    known = request.get(_VERDICT)
+    if known is None:
+        try:
+            return verify(request)
+        except AuthError:
+            return None
+    return known if isinstance(known, Caller) else None
+
+
+# The bearer check's verdict on this request: its pending caller, or what it was refused with.
+_VERDICT: web.RequestKey[Caller | tuple[str, str, str]] = web.RequestKey("bearer_verdict")
 
 
 def auth_reason(err: AuthError) -> str:
