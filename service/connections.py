@@ -242,6 +242,10 @@ class Connection(web.RequestHandler):
     def __init__(self, manager: web.Server, gate: ConnectionGate, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._gate = gate
+        # The head deadline: when the head in progress began (None between heads), and one
+        # timer at a time, re-armed when it fires early (arming and cancelling one a request
+        # showed in the cost of every answer, refusals included).
+        self._head_since: float | None = None
         self._head_timer: asyncio.TimerHandle | None = None
         self._serving = False
         self._refused = False
@@ -265,17 +269,20 @@ class Connection(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if data and not self._serving and self._head_timer is None:
+        if data and not self._serving and self._head_since is None:
             self._gate.busy(self)
-            self._head_timer = asyncio.get_running_loop().call_later(
-                self._gate.settings.header_timeout_seconds, self._head_too_slow
-            )
+            loop = asyncio.get_running_loop()
+            self._head_since = loop.time()
+            if self._head_timer is None:
+                self._head_timer = loop.call_later(
+                    self._gate.settings.header_timeout_seconds, self._head_too_slow
+                )
         super().data_received(data)
 
     def request_started(self) -> None:
         """The app is handling a request of this connection: its head is complete."""
         self._serving = True
-        self._stop_head_timer()
+        self._head_since = None
 
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
@@ -323,13 +330,19 @@ class Connection(web.RequestHandler):
     def _finished(self) -> None:
         """An answer was written: the connection waits for its next head, idle."""
         self._serving = False
-        self._stop_head_timer()
+        self._head_since = None
         if self.transport is not None:
             self._gate.idle(self)
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
-        if self._serving or self.transport is None:
+        since = self._head_since
+        if self._serving or self.transport is None or since is None:
+            return
+        loop = asyncio.get_running_loop()
+        left = since + self._gate.settings.header_timeout_seconds - loop.time()
+        if left > 0:  # armed for an earlier head: this one has time left
+            self._head_timer = loop.call_later(left, self._head_too_slow)
             return
         self._gate.cut("header_timeout")
         self.transport.write(HEAD_TIMEOUT_ANSWER)
