@@ -409,15 +409,17 @@ async def bounded_reading(request: web.Request, handler: Handler) -> web.StreamR
         return await handler(request)
     seconds = request.app[CONFIG].connections.body_timeout_seconds
     declared = request.content_length
+    # At the deadline the stream ends with BodyTimeout (a timer, cheaper than a timeout scope).
+    timer = asyncio.get_running_loop().call_later(seconds, _end_slow_body, content)
     if declared is not None and declared <= AWAITED_BODY_BYTES:
         try:
-            async with asyncio.timeout(seconds):
-                await content.wait_eof()
-        except TimeoutError:
+            await content.wait_eof()
+        except BodyTimeout:
             return _body_too_slow(request)
+        finally:
+            timer.cancel()
         return await handler(request)
-    # Chunked or large: the handler reads, and the stream ends with BodyTimeout at the deadline.
-    timer = asyncio.get_running_loop().call_later(seconds, _end_slow_body, content)
+    # Chunked or large: the handler reads.
     try:
         return await handler(request)
     except BodyTimeout:
