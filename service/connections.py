@@ -242,6 +242,10 @@ class Connection(web.RequestHandler):
     def __init__(self, manager: web.Server, gate: ConnectionGate, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._gate = gate
+        # The head deadline: when the head in progress began (None between heads), and one
+        # timer at a time, re-armed when it fires early (arming and cancelling one a request
+        # showed in the cost of every answer, refusals included).
+        self._head_since: float | None = None
         self._head_timer: asyncio.TimerHandle | None = None
         self._serving = False
         self._refused = False
@@ -265,21 +269,29 @@ class Connection(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if data and not self._serving and self._head_timer is None:
+        if data and not self._serving and self._head_since is None:
             self._gate.busy(self)
-            self._head_timer = asyncio.get_running_loop().call_later(
-                self._gate.settings.header_timeout_seconds, self._head_too_slow
-            )
+            loop = asyncio.get_running_loop()
+            self._head_since = loop.time()
+            if self._head_timer is None:
+                self._head_timer = loop.call_later(
+                    self._gate.settings.header_timeout_seconds, self._head_too_slow
+                )
         super().data_received(data)
 
     def request_started(self) -> None:
         """The app is handling a request of this connection: its head is complete."""
         self._serving = True
-        self._stop_head_timer()
+        self._head_since = None
 
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
+        if not self._gate.settings.pace_refusals_after:
+            try:  # pacing off: no run of refusals to keep, no pause to decide
+                return await super().finish_response(request, resp, start_time)
+            finally:
+                self._finished()
         loop = asyncio.get_running_loop()
         status, now = resp.status, loop.time()
         # Behind a trusted proxy one connection carries many clients' requests: the run of
@@ -313,14 +325,24 @@ class Connection(web.RequestHandler):
                 self._gate.served(self, now)
             if key is not None:
                 self._gate.runs.answered(key, status, now)
-            self._serving = False
-            self._stop_head_timer()
-            if self.transport is not None:
-                self._gate.idle(self)
+            self._finished()
+
+    def _finished(self) -> None:
+        """An answer was written: the connection waits for its next head, idle."""
+        self._serving = False
+        self._head_since = None
+        if self.transport is not None:
+            self._gate.idle(self)
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
-        if self._serving or self.transport is None:
+        since = self._head_since
+        if self._serving or self.transport is None or since is None:
+            return
+        loop = asyncio.get_running_loop()
+        left = since + self._gate.settings.header_timeout_seconds - loop.time()
+        if left > 0:  # armed for an earlier head: this one has time left
+            self._head_timer = loop.call_later(left, self._head_too_slow)
             return
         self._gate.cut("header_timeout")
         self.transport.write(HEAD_TIMEOUT_ANSWER)
@@ -387,15 +409,17 @@ async def bounded_reading(request: web.Request, handler: Handler) -> web.StreamR
         return await handler(request)
     seconds = request.app[CONFIG].connections.body_timeout_seconds
     declared = request.content_length
+    # At the deadline the stream ends with BodyTimeout (a timer, cheaper than a timeout scope).
+    timer = asyncio.get_running_loop().call_later(seconds, _end_slow_body, content)
     if declared is not None and declared <= AWAITED_BODY_BYTES:
         try:
-            async with asyncio.timeout(seconds):
-                await content.wait_eof()
-        except TimeoutError:
+            await content.wait_eof()
+        except BodyTimeout:
             return _body_too_slow(request)
+        finally:
+            timer.cancel()
         return await handler(request)
-    # Chunked or large: the handler reads, and the stream ends with BodyTimeout at the deadline.
-    timer = asyncio.get_running_loop().call_later(seconds, _end_slow_body, content)
+    # Chunked or large: the handler reads.
     try:
         return await handler(request)
     except BodyTimeout:

@@ -11,6 +11,7 @@ on its own.
 from __future__ import annotations
 
 import platform
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -307,12 +308,12 @@ class Metrics:
             if len(self._rpc_children) < _KNOWN_LABEL_SETS:  # bounded: a method is any text
                 self._rpc_children[key] = children
         requests, latency, size, operation = children
-        requests.inc()
+        count(requests)
         seconds = max(seconds, 0.0)
         exemplar = _exemplar()
-        latency.observe(seconds, exemplar)
-        operation.observe(seconds, exemplar)
-        size.observe(max(response_bytes, 0))
+        observe(latency, seconds, exemplar)
+        observe(operation, seconds, exemplar)
+        observe(size, max(response_bytes, 0))
 
     def request_started(self) -> None:
         """An admitted request starts (in-flight gauge +1)."""
@@ -333,7 +334,7 @@ class Metrics:
     def auth_failed(self, reason: str) -> None:
         """A 401/403: reason is missing | malformed | expired | signature | audience | issuer |
         revoked | approval_expired | insufficient_scope | other."""
-        self._child(self.auth_failures, bounded(reason, AUTH_REASONS)).inc()
+        count(self._child(self.auth_failures, bounded(reason, AUTH_REASONS)))
 
     def token_issued(self, grant: str) -> None:
         """grant: authorization_code | refresh_token | operator."""
@@ -373,8 +374,8 @@ class Metrics:
             if len(self._http_children) < _KNOWN_LABEL_SETS:
                 self._http_children[key] = children
         requests, latency = children
-        requests.inc()
-        latency.observe(max(seconds, 0.0), _exemplar())
+        count(requests)
+        observe(latency, max(seconds, 0.0), _exemplar())
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, remembered: label values here are bounded sets, and
@@ -435,6 +436,27 @@ def _error_type(kind: str, rpc_code: int | None) -> str:
         code = str(rpc_code)
         return code if code in RPC_ERROR_CODES else "_OTHER"
     return TOOL_ERROR if kind == TOOL_ERROR else ""
+
+
+# Every request, refusals included, counts once and observes three or four histograms: the
+# per-request metrics below skip prometheus-client's per-call checks (a labelled child, a
+# positive amount: both hold by construction here) and walk of the buckets. They read the
+# children's fields of prometheus-client 0.26 (pinned; tests/ops/test_metrics.py compares
+# the exposition with prometheus-client's own observe).
+
+
+def count(child: Any) -> None:
+    """`child.inc()` of a labelled Counter child."""
+    child._value.inc(1)
+
+
+def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:
+    """`child.observe(amount, exemplar)` of a labelled Histogram child."""
+    if exemplar is not None or amount != amount:  # an exemplar, or NaN: prometheus-client's
+        child.observe(amount, exemplar)
+        return
+    child._sum.inc(amount)
+    child._buckets[bisect_left(child._upper_bounds, amount)].inc(1)
 
 
 def _exemplar() -> dict[str, str] | None:

@@ -8,6 +8,7 @@ the answer is replaced by a 503 (the tool's data never leaves without its line).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -16,9 +17,9 @@ from aiohttp import web
 from service.audit import context_of, record
 from service.audit.events import TOOL_CALL, Actor, Arguments, Outcome, Target, arguments_digest
 from service.audit.events import event as audit_event
-from service.auth.bearer import verify
+from service.auth.bearer import pending_caller
 from service.auth.caller import Caller
-from service.errors import AuditUnavailable, AuthError
+from service.errors import AuditUnavailable
 from service.keys import CALLER, CATALOG
 from service.mcp import answers
 from service.mcp import protocol as p
@@ -47,6 +48,8 @@ _error_decoder = msgspec.json.Decoder(_ErrorBody)
 def _jsonrpc_code(answer: Answer) -> int | None:
     if answer.outcome == "ok" or answer.outcome.startswith("tool_error") or not answer.body:
         return None
+    if answer.rpc_code is not None:
+        return answer.rpc_code  # what the error boundary wrote into the body
     try:
         found = _error_decoder.decode(answer.body)
     except msgspec.DecodeError:
@@ -59,40 +62,63 @@ def _caller(request: web.Request) -> Caller | None:
     caller: Caller | None = request.get(CALLER)
     if caller is not None:
         return caller
-    try:
-        return verify(request)  # remembered by the token service: no second verification
-    except AuthError:
-        return None
+    return pending_caller(request)  # the bearer check's verdict: no second verification
 
 
-def _arguments(raw: object) -> tuple[Arguments, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a call's line says of its arguments: the digest and the clear ones, and the
+    record ids they name (shared by the lines of equal arguments: never changed)."""
+
+    arguments: Arguments
+    records: dict[str, str]
+
+
+# Arguments seen before → their reading: a client repeats the same arguments (paging aside),
+# a flood always. Bounded in entries and in the size of each.
+_READS: dict[bytes, _Read] = {}
+_KNOWN_READS = 1024
+_REMEMBERED_ARGUMENT_BYTES = 1024
+
+
+def _arguments(raw: object) -> _Read:
+    key = bytes(raw) if isinstance(raw, msgspec.Raw) else None
+    if key is not None and (known := _READS.get(key)) is not None:
+        return known
+    read = _read(raw)
+    if key is not None and len(key) <= _REMEMBERED_ARGUMENT_BYTES:
+        if len(_READS) >= _KNOWN_READS:
+            _READS.clear()
+        _READS[key] = read
+    return read
+
+
+def _read(raw: object) -> _Read:
     try:
         value: Any = msgspec.json.decode(raw) if isinstance(raw, msgspec.Raw) else {}
     except msgspec.DecodeError:
         value = None
     clear: dict[str, Any] = {}
-    if isinstance(value, dict):
-        for name in CLEAR_ARGUMENTS & value.keys():
-            item = value[name]
-            if name == "limit":
-                if isinstance(item, int) and not isinstance(item, bool):
-                    clear[name] = item
-            elif isinstance(item, str) and _PLAIN.match(item):
+    given: dict[str, Any] = value if isinstance(value, dict) else {}
+    for name in CLEAR_ARGUMENTS & given.keys():
+        item = given[name]
+        if name == "limit":
+            if isinstance(item, int) and not isinstance(item, bool):
                 clear[name] = item
-    return Arguments(digest=arguments_digest(value), clear=clear), (
-        value if isinstance(value, dict) else {}
-    )
+        elif isinstance(item, str) and _PLAIN.match(item):
+            clear[name] = item
+    records = {
+        key: record.lower()
+        for key in RECORD_ID_ARGUMENTS
+        if isinstance(record := given.get(key), str) and _UUID.match(record)
+    }
+    return _Read(Arguments(digest=arguments_digest(value), clear=clear), records)
 
 
 def _target(
-    request: web.Request, name: str, given: dict[str, Any], caller: Caller | None
+    request: web.Request, name: str, records: dict[str, str], caller: Caller | None
 ) -> Target:
     tool = request.app[CATALOG].tool(name)
-    records = {
-        key: value.lower()
-        for key in RECORD_ID_ARGUMENTS
-        if isinstance(value := given.get(key), str) and _UUID.match(value)
-    }
     workspaces = [records["workspaceId"]] if "workspaceId" in records else []
     if not workspaces and caller is not None and caller.confirmed:
         workspaces = sorted(str(w) for w in caller.eligible)
@@ -123,7 +149,7 @@ async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> A
     caller = _caller(request)
     name = params.name if isinstance(params, p.CallToolParams) else ""
     raw = params.arguments if isinstance(params, p.CallToolParams) else None
-    arguments, given = _arguments(raw)
+    read = _arguments(raw)
     actor = (
         Actor(
             account_id=str(caller.account_id),
@@ -138,8 +164,8 @@ async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> A
         TOOL_CALL,
         _outcome(answer),
         actor,
-        target=_target(request, name, given, caller),
-        arguments=arguments,
+        target=_target(request, name, read.records, caller),
+        arguments=read.arguments,
         context=context_of(request),
     )
     try:

@@ -59,15 +59,39 @@ def verified_claims(tokens: TokenService, token: str, now: float | None = None) 
 
 def verify(request: web.Request) -> Caller:
     """The pending caller of the request's verified access token, or InvalidToken (401;
-    the answering boundary counts it by `auth_reason`)."""
-    claims = verified_claims(request.app[TOKENS], bearer_token(request))
-    return Caller.pending(
+    the answering boundary counts it by `auth_reason`). The verdict stays on the request
+    for `pending_caller`."""
+    try:
+        claims = verified_claims(request.app[TOKENS], bearer_token(request))
+    except InvalidToken:
+        request[_VERDICT] = None
+        raise
+    caller = request[_VERDICT] = Caller.pending(
         account_id=claims.account_id,
         approval_id=claims.approval_id,
         generation=claims.generation,
         client_id=claims.client_id,
         scopes=claims.scopes,
     )
+    return caller
+
+
+def pending_caller(request: web.Request) -> Caller | None:
+    """The pending caller of the request's token, None when it was refused (or there is
+    none): the bearer check's verdict (the audit line of a refused call asks who called),
+    without verifying or raising again."""
+    try:
+        return request[_VERDICT]
+    except KeyError:  # not checked yet (a request refused before its bearer check)
+        pass
+    try:
+        return verify(request)
+    except AuthError:
+        return None
+
+
+# The bearer check's verdict on this request: its pending caller, or None (refused).
+_VERDICT: web.RequestKey[Caller | None] = web.RequestKey("bearer_verdict")
 
 
 def auth_reason(err: AuthError) -> str:

@@ -161,10 +161,12 @@ async def test_a_slow_head_is_cut_off(serve: Callable[..., ServeProcess], connec
         started = time.monotonic()
         writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         answer = b""
+        # read(4096), not read(-1): a read to EOF cancelled at 0.2 s would drop the 408 it
+        # had already received when the close came just after.
         for i in range(30):  # one header every 0.2 s: never a whole head
             writer.write(b"X-Trickle-%d: a\r\n" % i)
             try:
-                answer = await asyncio.wait_for(reader.read(-1), 0.2)
+                answer = await asyncio.wait_for(reader.read(4096), 0.2)
                 break
             except TimeoutError:
                 continue
@@ -176,6 +178,39 @@ async def test_a_slow_head_is_cut_off(serve: Callable[..., ServeProcess], connec
         assert 0.9 <= elapsed < 3.0, elapsed
         metrics = await proc.scrape()
     assert value(metrics, "elova_mcp_connection_cuts_total", reason="header_timeout") == 1
+
+
+async def test_each_head_of_a_keep_alive_connection_gets_the_whole_deadline(
+    serve: Callable[..., ServeProcess], connect: Connect
+) -> None:
+    """The second head starts 0.6 s into the first one's deadline: it still gets its own
+    second, and then a 408."""
+    async with serve(HEADER_TIMEOUT_SECONDS="1") as proc:
+        reader, writer = await connect(proc.port)
+        writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n"), first
+        length = int(first.lower().partition(b"content-length: ")[2].partition(b"\r\n")[0])
+        await reader.readexactly(length)
+        await asyncio.sleep(0.6)
+        started = time.monotonic()
+        writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = b""
+        # read(4096), not read(-1): a read to EOF cancelled at 0.2 s would drop the 408 it
+        # had already received when the close came just after.
+        for i in range(30):  # one header every 0.2 s: never a whole head
+            writer.write(b"X-Trickle-%d: a\r\n" % i)
+            try:
+                answer = await asyncio.wait_for(reader.read(4096), 0.2)
+                break
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                break
+        elapsed = time.monotonic() - started
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+        assert 0.9 <= elapsed < 3.0, elapsed
 
 
 @pytest.mark.parametrize(

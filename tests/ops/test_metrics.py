@@ -187,3 +187,30 @@ def _python() -> str:
     import platform
 
     return platform.python_version()
+
+
+def test_per_request_fast_paths_expose_what_prometheus_client_would() -> None:
+    """`count` and `observe` read prometheus-client's fields: a new version that moved them
+    fails here, not on a scrape."""
+    amounts = [0.0, 0.0004, 0.001, 0.0025, 0.07, 3.0, 10.0, 1e9, float("inf"), float("nan")]
+    expositions = []
+    for fast in (False, True):
+        registry = prometheus_client.CollectorRegistry()
+        histogram = prometheus_client.Histogram(
+            "h", "h", ["a"], registry=registry, buckets=(0.001, 0.0025, 0.05, 10.0)
+        )
+        counter = prometheus_client.Counter("c", "c", ["a"], registry=registry)
+        child, counted = histogram.labels("x"), counter.labels("x")
+        for amount in amounts:
+            if fast:
+                m.observe(child, amount)
+                m.count(counted)
+            else:
+                child.observe(amount)
+                counted.inc()
+        expositions.append(prometheus_client.generate_latest(registry).decode())
+    strip = [
+        "\n".join(line for line in text.splitlines() if "_created" not in line)
+        for text in expositions
+    ]
+    assert strip[0] == strip[1]
