@@ -86,7 +86,8 @@ async def arguments(conn: asyncpg.Connection, period: str) -> tuple[UUID, list[A
 
 async def explain(conn: asyncpg.Connection, sql: str, args: list[Any]) -> dict[str, Any]:
     text = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
-    return json.loads(text)[0]
+    plan: dict[str, Any] = json.loads(text)[0]
+    return plan
 
 
 async def main() -> None:

@@ -83,7 +83,8 @@ async def _check(conn: asyncpg.Connection, sql: str, period: str) -> None:
     first = await conn.fetchval(stats._FIRST_DATED, workspace_id)
     starts = buckets_for(period, AS_OF, ZoneInfo(ZONE), first).starts
     edge = stats.micros(AS_OF) // stats.SLOT_US * stats.SLOT_US
-    args = [workspace_id, *stats.segment_arguments(starts, edge)]
+    columns = stats.segment_arguments(starts, edge)
+    args = [workspace_id, *columns]
     plan = json.loads(await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args))
     nodes = _nodes(plan[0]["Plan"])
     scans = [n for n in nodes if n.get("Relation Name") in ROLLUPS]
@@ -102,7 +103,7 @@ async def _check(conn: asyncpg.Connection, sql: str, period: str) -> None:
     )
     assert removed == 0, f"{period}: {removed} rows removed"
     # One range a segment: each table's scan runs once per segment of that table.
-    segments = {"execution_rollups": len(args[1]), "execution_rollups_daily": len(args[5])}
+    segments = {"execution_rollups": len(columns[0]), "execution_rollups_daily": len(columns[4])}
     loops = {s["Relation Name"]: int(s["Actual Loops"]) for s in scans}
     assert {k: v for k, v in loops.items() if v} == {k: v for k, v in segments.items() if v}, period
     # And reads the asked ranges' rows (EXPLAIN rounds rows to a whole number a loop).
