@@ -28,12 +28,7 @@ SETS = ("elova_bench_1m", "elova_bench", "elova_bench_tenants")
 PERIODS = ("today", "7d", "30d", "all")
 
 # The statement before (a plain join of the segments to the rollups).
-_OLD_SIGNED = ", ".join(
-    f"sum(r.sign * x.{name}) AS {name}"
-    for name in ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
-                 "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
-                 "mm_sum")
-)  # fmt: skip
+_OLD_SIGNED = ", ".join(f"sum(r.sign * x.{name}) AS {name}" for name in stats._FIELDS)
 OLD = f"""
 SELECT x.seg, {stats._ROLLUP_SUMS}
   FROM (SELECT r.seg, {_OLD_SIGNED}

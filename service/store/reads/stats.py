@@ -169,18 +169,11 @@ SELECT {_ROLLUP_SUMS},
 # segment's bounds as parameters. The plan thus does not depend on planner statistics (this
 # PostgreSQL may never analyze the tables) or on how many rows other workspaces hold; a
 # plain join let the planner read all the workspace's slots and filter them per segment.
-_SUMMED = ", ".join(
-    f"sum(x.{name}) AS {name}"
-    for name in ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
-                 "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
-                 "mm_sum")
-)  # fmt: skip
-_SIGNED = ", ".join(
-    f"r.sign * s.{name} AS {name}"
-    for name in ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
-                 "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
-                 "mm_sum")
-)  # fmt: skip
+_FIELDS = ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
+           "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
+           "mm_sum")  # fmt: skip
+_SUMMED = ", ".join(f"sum(x.{name}) AS {name}" for name in _FIELDS)
+_SIGNED = ", ".join(f"r.sign * s.{name} AS {name}" for name in _FIELDS)
 _SEGMENTS = f"""
 SELECT x.seg, {_ROLLUP_SUMS}
   FROM (SELECT r.seg, {_SIGNED}
