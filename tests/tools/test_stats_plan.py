@@ -59,11 +59,15 @@ SELECT (SELECT count(*) FROM execution_rollups x,
 
 async def _create() -> TestDatabase:
     db = await create_database("elova_test_plan")
-    conn = await asyncpg.connect(db.dsn)
     try:
-        await conn.execute(_FILL)
-    finally:
-        await conn.close()
+        conn = await asyncpg.connect(db.dsn)
+        try:
+            await conn.execute(_FILL)
+        finally:
+            await conn.close()
+    except BaseException:
+        await drop_database(db)
+        raise
     return db
 
 
