@@ -162,28 +162,35 @@ SELECT {_ROLLUP_SUMS},
  WHERE x.workspace_id = $1
 """
 # Signed segments [lo, hi) of whole slots ($2–$5) and of whole UTC days ($6–$9), each
-# tagged with its bucket: one index range scan of the matching table per segment. A bucket
-# is its whole days, plus or minus the slots between its ends and the nearest day edges.
-_SIGNED = ", ".join(
-    f"sum(r.sign * x.{name}) AS {name}"
-    for name in ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
-                 "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
-                 "mm_sum")
-)  # fmt: skip
+# tagged with its bucket. A bucket is its whole days, plus or minus the slots between its
+# ends and the nearest day edges. Each segment's sums are a LATERAL aggregate over its own
+# range: a subquery that aggregates cannot be flattened into a join, so the plan is a loop
+# over the segments with one index range scan of (workspace_id, slot) each, read with the
+# segment's bounds as parameters. The plan thus does not depend on planner statistics (this
+# PostgreSQL may never analyze the tables) or on how many rows other workspaces hold; a
+# plain join let the planner read all the workspace's slots and filter them per segment.
+_FIELDS = ("executions", "success", "failed", "priced", "priced_complete", "cost_sum",
+           "cc_priced", "cc_unresolved", "cc_excluded", "cc_observations", "mm_rows",
+           "mm_sum")  # fmt: skip
+_SUMMED = ", ".join(f"sum(x.{name}) AS {name}" for name in _FIELDS)
+_SIGNED = ", ".join(f"r.sign * s.{name} AS {name}" for name in _FIELDS)
 _SEGMENTS = f"""
 SELECT x.seg, {_ROLLUP_SUMS}
   FROM (SELECT r.seg, {_SIGNED}
           FROM unnest($2::timestamptz[], $3::timestamptz[], $4::int[], $5::int[])
                AS r(lo, hi, seg, sign)
-          JOIN execution_rollups x ON x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi
-         GROUP BY r.seg
+         CROSS JOIN LATERAL (
+               SELECT {_SUMMED}
+                 FROM execution_rollups x
+                WHERE x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi) s
         UNION ALL
         SELECT r.seg, {_SIGNED}
           FROM unnest($6::timestamptz[], $7::timestamptz[], $8::int[], $9::int[])
                AS r(lo, hi, seg, sign)
-          JOIN execution_rollups_daily x
-            ON x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi
-         GROUP BY r.seg) x
+         CROSS JOIN LATERAL (
+               SELECT {_SUMMED}
+                 FROM execution_rollups_daily x
+                WHERE x.workspace_id = $1 AND x.slot >= r.lo AND x.slot < r.hi) s) x
  GROUP BY x.seg
 """
 
@@ -235,6 +242,19 @@ def _columns(segments: list[Segment]) -> list[list[Any]]:
     ]
 
 
+def segment_arguments(starts: list[datetime], edge: int) -> list[list[Any]]:
+    """$2–$9 of the segment statement: the buckets beginning at `starts` (aligned), the last
+    one ending at `edge` (µs, the slot holding asOf)."""
+    bounds = [micros(s) for s in starts] + [edge]
+    fine: list[Segment] = []
+    days: list[Segment] = []
+    for index in range(len(starts)):
+        more_fine, more_days = split_range(bounds[index], bounds[index + 1], index)
+        fine += more_fine
+        days += more_days
+    return [*_columns(fine), *_columns(days)]
+
+
 async def rollup_counts(
     conn: asyncpg.Connection, workspace_id: UUID, period: str, as_of: datetime, zone: ZoneInfo
 ) -> Counts:
@@ -245,18 +265,12 @@ async def rollup_counts(
     if not all(aligned(s) for s in starts):
         return await raw_counts(conn, workspace_id, period, as_of, zone)
     edge = micros(as_of) // SLOT_US * SLOT_US  # the slot holding asOf is read from the rows
-    bounds = [micros(s) for s in starts] + [edge]
-    fine: list[Segment] = []
-    days: list[Segment] = []
-    for index in range(len(starts)):
-        more_fine, more_days = split_range(bounds[index], bounds[index + 1], index)
-        fine += more_fine
-        days += more_days
     sums = [Sums() for _ in starts]
     if starts:
-        for row in await conn.fetch(_SEGMENTS, workspace_id, *_columns(fine), *_columns(days)):
+        args = segment_arguments(starts, edge)
+        for row in await conn.fetch(_SEGMENTS, workspace_id, *args):
             sums[row["seg"]].add(row)
-        tail = from_micros(max(edge, bounds[0]))
+        tail = from_micros(max(edge, micros(starts[0])))
         sums[-1].add(await conn.fetchrow(_RAW_WINDOW, workspace_id, tail, as_of))
     if period == "all":
         totals = Sums()
