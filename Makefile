@@ -41,9 +41,12 @@ tools: install
 run: install
 	$(BIN)/elova-mcp run-demo
 
-# Branch coverage of service/, with the floor in pyproject's [tool.coverage.report].
+# Branch coverage of service/, with the floor in pyproject's [tool.coverage.report], over
+# three pytest runs (tests/run.sh; docs/decisions/tooling.md, "Test wall time"): the `slow`
+# tests beside the rest, then the `alone` ones by themselves. TEST_ARGS go to each run.
+TEST_ARGS ?=
 test: install tools
-	$(BIN)/pytest --cov=service --cov-branch --cov-report=term-missing:skip-covered
+	bash tests/run.sh $(TEST_ARGS)
 
 # The fast loop: lint, types and the unit tests that need no PostgreSQL, Redis, browser,
 # Node or other installed tool (no fixture of theirs reaches tests/conftest.py's database),

@@ -33,7 +33,7 @@ async def test_migrate_twice_and_concurrently_is_safe() -> None:
 
 async def test_fresh_database_concurrent_runners_apply_each_migration_once() -> None:
     admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-    name = "elova_mig_fresh_" + str(id(admin))
+    name = f"elova_mig_fresh_{secrets.token_hex(4)}"  # unique across concurrent runs
     await admin.execute(f"CREATE DATABASE \"{name}\" ENCODING 'UTF8' TEMPLATE template0")
     try:
         dsn = f"postgresql://postgres@127.0.0.1:5432/{name}"

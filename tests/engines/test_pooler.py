@@ -138,6 +138,7 @@ async def test_server_side_settings_are_checked_at_start(
             await pool.close()
 
 
+@pytest.mark.alone  # a 1 s deadline answered within 3 s: no other test's load beside
 @pytest.mark.parametrize("settings", ["per_transaction", "server"])
 async def test_the_deadline_cancels_a_query_stuck_behind_a_lock_through_the_pooler(
     aiohttp_client: ClientFactory,

@@ -313,6 +313,7 @@ async def _locked_workspaces(dsn: str) -> TableLock:
     return TableLock(conn, tx)
 
 
+@pytest.mark.alone  # the lease of a killed replica expires within its grace, timed
 async def test_sigkilled_replica_leaks_no_capacity(
     session: aiohttp.ClientSession, test_database: TestDatabase
 ) -> None:

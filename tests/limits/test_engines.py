@@ -34,6 +34,9 @@ from tests.limits.traffic import (
 from tests.support.engines_redis import RedisClusterSet, RedisSentinelSet
 from tests.support.services import new_redis_prefix
 
+# failovers and switchovers followed within bounded seconds: run with no other test beside
+pytestmark = pytest.mark.alone
+
 # Redis Cluster ------------------------------------------------------------------------
 
 

@@ -18,6 +18,9 @@ from tests.support.server import free_port
 from tests.support.services import new_redis_prefix
 from tests.support.tls import make_tls
 
+# outages reported within bounded seconds: run with no other test beside
+pytestmark = pytest.mark.alone
+
 SENTINELS_PW = "elova-sentinels-pw"  # the sentinels' own password, not the master's
 
 

@@ -32,7 +32,8 @@ from tests.limits.conftest import RedisServer, free_port
 from tests.support.mcp_wire import tool_call
 from tests.support.services import REDIS_URL, TestDatabase
 
-pytestmark = pytest.mark.slow
+# leases and budgets across processes, timed: run with no other test beside
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_URL = "http://127.0.0.1:8080"  # one audience for every replica (docs/limits.md)

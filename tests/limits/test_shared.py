@@ -15,6 +15,9 @@ from service.errors import LimitExceeded
 from service.limits.admission import Admission, Grant
 from tests.limits.conftest import MakeAdmission, RecordingMetrics, make_caller
 
+# rate budgets and leases timed to fractions of a second: run with no other test beside
+pytestmark = pytest.mark.alone
+
 
 async def _try(
     admission: Admission, caller_index: int, callers: list[Caller]

@@ -29,6 +29,7 @@ NOISE_MS = 10.0
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # p99 windows compared: no other test's load beside
 @pytest.mark.timeout(90 if EXECUTIONS <= 30_000 else 600)
 async def test_a_large_load_while_serving_mixes_nothing_stalls_nothing() -> None:
     outcome = await run(executions=EXECUTIONS, base=BASE, before_seconds=5, after_seconds=6)

@@ -48,6 +48,8 @@ from tests.support.server import free_port, server_env
 from tests.support.services import ADMIN_DSN
 from tests.support.snapshots import Snapshot, member
 
+pytestmark = pytest.mark.slow
+
 MODERN, SESSIONS = "2026-07-28", "2025-11-25"
 # Each replica gets every call it is sent at once: no 429 may stand for a failure here.
 LIMITS = {
