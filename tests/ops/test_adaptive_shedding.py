@@ -84,6 +84,7 @@ async def gauges(session: aiohttp.ClientSession, proc: ServeProcess) -> dict[str
     return {name: v for (name, labels), v in samples(text).items() if not labels}
 
 
+@pytest.mark.alone  # the limit follows this replica's latency: no other test's load beside
 async def test_the_limit_adapts_and_sheds_before_any_work(
     start_app: StartApp, adaptive_serve: Callable[[], ServeProcess]
 ) -> None:
