@@ -11,7 +11,6 @@ on its own.
 from __future__ import annotations
 
 import platform
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
@@ -57,6 +56,7 @@ from service.metric_labels import (
     bounded,
     http_status_label,
 )
+from service.metric_updates import count, observe
 from service.overload_metrics import OverloadMetrics
 from service.trace_ids import current_trace_ids
 
@@ -436,27 +436,6 @@ def _error_type(kind: str, rpc_code: int | None) -> str:
         code = str(rpc_code)
         return code if code in RPC_ERROR_CODES else "_OTHER"
     return TOOL_ERROR if kind == TOOL_ERROR else ""
-
-
-# Every request, refusals included, counts once and observes three or four histograms: the
-# per-request metrics below skip prometheus-client's per-call checks (a labelled child, a
-# positive amount: both hold by construction here) and walk of the buckets. They read the
-# children's fields of prometheus-client 0.26 (pinned; tests/ops/test_metrics.py compares
-# the exposition with prometheus-client's own observe).
-
-
-def count(child: Any) -> None:
-    """`child.inc()` of a labelled Counter child."""
-    child._value.inc(1)
-
-
-def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:
-    """`child.observe(amount, exemplar)` of a labelled Histogram child."""
-    if exemplar is not None or amount != amount:  # an exemplar, or NaN: prometheus-client's
-        child.observe(amount, exemplar)
-        return
-    child._sum.inc(amount)
-    child._buckets[bisect_left(child._upper_bounds, amount)].inc(1)
 
 
 def _exemplar() -> dict[str, str] | None:
