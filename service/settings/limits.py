@@ -45,13 +45,14 @@ FIXED = "fixed"
 class Shedding:
     """When this replica refuses new requests at once (503 + Retry-After, service/shedding.py):
     event-loop lag at `loop_lag_seconds` (0: never for lag), or the requests in flight on the
-    shed routes at the in-flight limit. `admission` chooses that limit: adaptive (sized from
-    the measured latency, at most `max_inflight`) or fixed (`max_inflight` itself); by default
-    `max_inflight` is twice the PostgreSQL pool."""
+    shed routes at the in-flight limit. `admission` chooses that limit: fixed (`max_inflight`
+    itself, the default) or adaptive (sized from the measured latency, at most
+    `max_inflight`; opt-in, docs/decisions/floods.md); by default `max_inflight` is twice
+    the PostgreSQL pool."""
 
     loop_lag_seconds: float = 0.05
     max_inflight: int = 20
-    admission: str = ADAPTIVE
+    admission: str = FIXED
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def read_shedding(env: Mapping[str, str]) -> Shedding:
     ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
     lag_ms = parse(env, "ELOVA_SHED_LOOP_LAG_MS", _lag_millis, 50)
     inflight = parse(env, "ELOVA_SHED_MAX_INFLIGHT", positive_int, 2 * read_pool_max(env))
-    admission = parse(env, "ELOVA_SHED_ADMISSION", _admission, ADAPTIVE)
+    admission = parse(env, "ELOVA_SHED_ADMISSION", _admission, FIXED)
     return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight, admission=admission)
 
 
