@@ -71,6 +71,7 @@ async def _json(resp: aiohttp.ClientResponse) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # headless Chromium within the 30 s test bound: it ran past it beside the rest
 async def test_browser_flow_end_to_end(test_database: TestDatabase, callback: Callback) -> None:
     async with InProcessServer(test_database.dsn) as server, aiohttp.ClientSession() as http:
         pool = server.apps[0][DB_POOL]
