@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import pytest
 
-from tests.mcp.conftest import MODERN, approve
+from tests.bench import scenarios
+from tests.mcp.conftest import approve
 from tests.ops.conftest import StartApp, samples
 from tests.ops.serve_process import ServeProcess
 
@@ -29,26 +30,11 @@ SECONDS = 8.0  # on a busy machine ~70 calls a second are admitted: 25 a window
 
 
 def tool_call(token: str, workspace_id: object) -> tuple[bytes, dict[str, str]]:
-    body = {
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "get_many_executions",
-            "arguments": {"workspaceId": str(workspace_id), "limit": 50},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }  # fmt: skip
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "get_many_executions",
-    }
-    return json.dumps(body).encode(), headers
+    """The bench's stateless tools/call (tests/bench/scenarios.py), as bytes and headers."""
+    request = scenarios.tool_call(
+        token, "get_many_executions", {"workspaceId": str(workspace_id), "limit": 50}
+    )
+    return request.body.encode(), request.headers
 
 
 @pytest.fixture

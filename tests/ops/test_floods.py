@@ -155,23 +155,27 @@ async def read_all(reader: asyncio.StreamReader, timeout: float) -> bytes:
         return await reader.read(-1)
 
 
+async def trickle_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """Send one header every 0.2 s (never a whole head) until the server answers or closes;
+    what it answered. read(4096), not read(-1): a read to EOF cancelled at 0.2 s would drop
+    the 408 it had already received when the close came just after."""
+    for i in range(30):
+        writer.write(b"X-Trickle-%d: a\r\n" % i)
+        try:
+            return await asyncio.wait_for(reader.read(4096), 0.2)
+        except TimeoutError:
+            continue
+        except ConnectionError:
+            break
+    return b""
+
+
 async def test_a_slow_head_is_cut_off(serve: Callable[..., ServeProcess], connect: Connect) -> None:
     async with serve(HEADER_TIMEOUT_SECONDS="1") as proc:
         reader, writer = await connect(proc.port)
         started = time.monotonic()
         writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        answer = b""
-        # read(4096), not read(-1): a read to EOF cancelled at 0.2 s would drop the 408 it
-        # had already received when the close came just after.
-        for i in range(30):  # one header every 0.2 s: never a whole head
-            writer.write(b"X-Trickle-%d: a\r\n" % i)
-            try:
-                answer = await asyncio.wait_for(reader.read(4096), 0.2)
-                break
-            except TimeoutError:
-                continue
-            except ConnectionError:
-                break
+        answer = await trickle_head(reader, writer)
         elapsed = time.monotonic() - started
         writer.close()
         assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
@@ -195,18 +199,7 @@ async def test_each_head_of_a_keep_alive_connection_gets_the_whole_deadline(
         await asyncio.sleep(0.6)
         started = time.monotonic()
         writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        answer = b""
-        # read(4096), not read(-1): a read to EOF cancelled at 0.2 s would drop the 408 it
-        # had already received when the close came just after.
-        for i in range(30):  # one header every 0.2 s: never a whole head
-            writer.write(b"X-Trickle-%d: a\r\n" % i)
-            try:
-                answer = await asyncio.wait_for(reader.read(4096), 0.2)
-                break
-            except TimeoutError:
-                continue
-            except ConnectionError:
-                break
+        answer = await trickle_head(reader, writer)
         elapsed = time.monotonic() - started
         writer.close()
         assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
