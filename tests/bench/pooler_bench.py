@@ -131,9 +131,13 @@ def section(
                 "ELOVA_DATABASE_POOLER_SETTINGS": "server",
             },
         }
-        request = scenarios.tool_call(
-            access.token(), "get_many_executions", {"workspaceId": str(access.workspace_id),
-                                                    "limit": scenarios.PAGE})  # fmt: skip
+
+        def request() -> Request:  # a fresh token a run: they live 5 minutes
+            return scenarios.tool_call(
+                access.token(), "get_many_executions",
+                {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE},
+            )  # fmt: skip
+
         results: dict[str, list[Result]] = {label: [] for label in ways}
         cpu: dict[str, list[dict[str, float]]] = {label: [] for label in ways}
         for _ in range(rounds):
@@ -143,7 +147,7 @@ def section(
                     bouncer_before = _bouncer_cpu()
                     with CpuAccount(server.pid) as account:
                         result = load(job(
-                            port, [request], concurrency=concurrency,
+                            port, [request()], concurrency=concurrency,
                             warmup_seconds=WARMUP_SECONDS, duration_seconds=duration,
                             expect='"isError":false'))  # fmt: skip
                     calls = result.rps * (duration + WARMUP_SECONDS)
@@ -151,7 +155,7 @@ def section(
                     per_call["pgbouncer"] = 1000 * (_bouncer_cpu() - bouncer_before) / calls
                     results[label].append(result)
                     cpu[label].append(per_call)
-        trips = {label: _round_trips(way, port, logs, request) for label, way in ways.items()}
+        trips = {label: _round_trips(way, port, logs, request()) for label, way in ways.items()}
     finally:
         bouncer.stop()
     return _report(results, cpu, trips, concurrency, duration, rounds)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from tests.bench import scale, scenarios
-from tests.bench.loadgen import Result
+from tests.bench.loadgen import Request, Result
 from tests.bench.servers import CpuAccount, job, load, python, running, service_env
 from tests.support.otlp import OtlpReceiver
 from tests.support.services import REDIS_URL, new_redis_prefix
@@ -50,10 +50,12 @@ def section(
     env: dict[str, str], port: int, logs: Path, access: scenarios.Access,
     *, concurrency: int, duration: float, rounds: int,
 ) -> list[str]:  # fmt: skip
-    request = scenarios.tool_call(
-        access.token(), "get_many_executions",
-        {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE},
-    )  # fmt: skip
+    def request() -> Request:  # a fresh token a run: they live 5 minutes, the section longer
+        return scenarios.tool_call(
+            access.token(), "get_many_executions",
+            {"workspaceId": str(access.workspace_id), "limit": scenarios.PAGE},
+        )  # fmt: skip
+
     results: dict[str, list[Result]] = {label: [] for label, _, _ in WAYS}
     cpu: dict[str, list[float]] = {label: [] for label in results}
     exports: dict[str, int] = dict.fromkeys(results, 0)
@@ -66,7 +68,7 @@ def section(
                 with running("elova-tracing-bench", serve, port, way, logs) as server, \
                         CpuAccount(server.pid) as account:  # fmt: skip
                     result = load(job(
-                        port, [request], concurrency=concurrency,
+                        port, [request()], concurrency=concurrency,
                         warmup_seconds=WARMUP_SECONDS, duration_seconds=duration,
                         expect='"isError":false'))  # fmt: skip
                 results[label].append(result)
