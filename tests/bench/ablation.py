@@ -4,8 +4,10 @@ rounds (a diagnostic for the next engineer; not part of `make bench`).
 
     python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [--callgrind] [VARIANT ...]
 
-A variant is `base` (the service as shipped), `bare` (the ceiling) or a comma list of the
-switches below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
+A variant is `base` (the service as shipped), `bare` (the rows without MCP:
+tests/bench/reference.py), `same` (the same-answer ceiling, our exact bytes:
+tests/bench/same_answer.py, the ceiling of `make bench`) or a comma list of the switches
+below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
 measures a fixed number of calls (16 connections) with the CPU account of section 1: the
 server's, PostgreSQL's and Redis's CPU a call. Medians and minimums over the rounds are
 printed: on this shared machine one run moves ±15 %, so compare only variants measured
@@ -14,7 +16,11 @@ side by side, and expect parts that cost < 0.05 ms a call to stay inside the noi
 With `--callgrind` each server runs under valgrind's callgrind, counting instructions only
 while the measured calls run (`callgrind_control -i on/off`): instructions a call repeat
 within about 0.5 % whatever else the machine does, where CPU time moves by ±15 % or more.
-The server is ~50× slower there: use `--calls 400` or so.
+The server is ~50× slower there: use `--calls 400` or so. With `--syscalls` strace counts
+the server's system calls during the measured calls (the time they cost is the system
+CPU callgrind does not see); with `--perf`, perf samples where the server's CPU time goes
+(C functions and the kernel, by time). Each round also prints the server's user and system
+CPU.
 
 The switches replace code of the service in the measured process only (`serve` below):
 
@@ -33,9 +39,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +139,53 @@ def _thousands(count: float) -> str:
     return "–" if math.isnan(count) else f"{count / 1000:,.0f}k"
 
 
+def _user_system(pid: int) -> tuple[float, float]:
+    """The process's user and system CPU seconds so far (/proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _strace(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """strace counting the system calls of every thread of `pid` until interrupted."""
+    tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(out), "-p", str(pid)],
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(0.5)  # attached to every thread before the measured calls start
+    return tracer
+
+
+def _perf(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """perf sampling where the server's CPU time goes (its C functions and the kernel's,
+    by time: callgrind's instruction counts miss stalls and system calls) until
+    interrupted; read it with `perf report -i OUT --stdio --sort dso,sym`."""
+    sampler = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "4000", "-o", str(out),
+                                "-p", str(pid)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(0.5)
+    return sampler
+
+
+def _stop(process: subprocess.Popen[bytes] | None) -> None:
+    if process is not None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+
+
+def _syscalls(tracer: subprocess.Popen[bytes], out: Path, calls: int) -> str:
+    """Stop `tracer` and summarise its count: system calls a call, the largest first."""
+    _stop(tracer)
+    counts = []
+    for line in out.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+            counts.append((int(fields[3]), fields[-1]))
+    counts.sort(reverse=True)
+    total = sum(n for n, _ in counts)
+    top = ", ".join(f"{name} {n / calls:.2f}" for n, name in counts[:6])
+    return f"{total / calls:.1f} system calls a call ({top})"
+
+
 def _count(pid: int, on: bool) -> None:
     import subprocess
 
@@ -137,7 +194,13 @@ def _count(pid: int, on: bool) -> None:
 
 
 def measure(
-    quick: bool, rounds: int, calls: int, variants: list[str], callgrind: bool = False
+    quick: bool,
+    rounds: int,
+    calls: int,
+    variants: list[str],
+    callgrind: bool = False,
+    syscalls: bool = False,
+    perf: bool = False,
 ) -> str:
     from tests.bench import scale, scenarios
     from tests.bench.servers import (
@@ -157,14 +220,23 @@ def measure(
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
     ws = access.workspace_id
     results: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in variants}
-    out = logs / "callgrind.out"
     for number in range(rounds):
         for variant in variants:
+            # One file a run, kept for callgrind_annotate (its path is printed).
+            out = logs / f"callgrind.{variant}.{number + 1}.out"
             if variant == "bare":
                 port = free_port()
                 command = python("-m", "tests.bench.reference", "bare", "--port", str(port),
                                  "--dsn", data.dsn)  # fmt: skip
                 request, expect = scenarios.bare_call(ws), '"executions":['
+            elif variant == "same":
+                port = free_port()
+                approval = str(access.caller.approval_id)
+                command = python("-m", "tests.bench.same_answer", "--port", str(port),
+                                 "--dsn", data.dsn, "--approval", approval)  # fmt: skip
+                arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
+                request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
+                expect = '"isError":false'
             else:
                 port = cfg.port
                 switches = "" if variant == "base" else variant
@@ -180,12 +252,20 @@ def measure(
                          duration_seconds=1.0, expect=expect))  # fmt: skip
                 if callgrind:
                     _count(server.pid, on=True)
+                traced = logs / f"strace.{variant}.{number + 1}.out"
+                tracer = _strace(server.pid, traced) if syscalls else None
+                sampled = logs / f"perf.{variant}.{number + 1}.data"
+                sampler = _perf(server.pid, sampled) if perf else None
+                user, system = _user_system(server.pid)
                 with CpuAccount(server.pid) as cpu:
                     done = load(job(port, [request], concurrency=16, warmup_seconds=0.0,
                                     duration_seconds=900.0 if callgrind else 120.0,
                                     max_requests=calls, expect=expect))  # fmt: skip
+                user_after, system_after = _user_system(server.pid)
+                _stop(sampler)
                 if callgrind:
                     _count(server.pid, on=False)
+                traced_text = "" if tracer is None else _syscalls(tracer, traced, done.completed)
             if done.errors:
                 raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
             per_call = cpu.per_call_ms(done.completed)
@@ -193,8 +273,15 @@ def measure(
             results[variant].append(
                 (per_call["server"], per_call["postgres"], done.rps, counted)
             )  # fmt: skip
-            print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms, "
-                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s",
+            split = (
+                f"user {1000 * (user_after - user) / done.completed:.3f} ms, system "
+                f"{1000 * (system_after - system) / done.completed:.3f} ms"
+            )
+            print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms ({split}), "
+                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s"
+                  + (f", {counted / 1000:,.0f}k instructions a call ({out})" if callgrind else "")
+                  + (f"; {traced_text}" if traced_text else "")
+                  + (f"; perf samples in {sampled}" if perf else ""),
                   file=sys.stderr, flush=True)  # fmt: skip
     lines = [
         f"{rounds} rounds of {calls} calls, {data.executions:,} executions",
@@ -220,17 +307,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--callgrind", action="store_true", help="count instructions too")
+    parser.add_argument(
+        "--syscalls", action="store_true", help="count system calls too (strace -c)"
+    )
+    parser.add_argument("--perf", action="store_true", help="sample CPU time too (perf record)")
     parser.add_argument("--serve", metavar="SWITCHES", help=argparse.SUPPRESS)
     parser.add_argument("variants", nargs="*", default=["base", "bare"])
     args = parser.parse_args(argv)
     if args.serve is not None:
         return serve(set(filter(None, args.serve.split(","))))
     for variant in args.variants:
-        unknown = set(variant.split(",")) - {*SWITCHES, "base", "bare"}
+        unknown = set(variant.split(",")) - {*SWITCHES, "base", "bare", "same"}
         if unknown:
             parser.error(f"unknown switch {sorted(unknown)}; known: {', '.join(SWITCHES)}")
     sys.stdout.write(
-        measure(args.quick, args.rounds, args.calls, args.variants, callgrind=args.callgrind)
+        measure(
+            args.quick,
+            args.rounds,
+            args.calls,
+            args.variants,
+            callgrind=args.callgrind,
+            syscalls=args.syscalls,
+            perf=args.perf,
+        )
     )
     return 0
 
