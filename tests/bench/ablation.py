@@ -19,8 +19,9 @@ within about 0.5 % whatever else the machine does, where CPU time moves by ±15 
 The server is ~50× slower there: use `--calls 400` or so. With `--syscalls` strace counts
 the server's system calls during the measured calls (the time they cost is the system
 CPU callgrind does not see); with `--perf`, perf samples where the server's CPU time goes
-(C functions and the kernel, by time). Each round also prints the server's user and system
-CPU.
+(C functions and the kernel, by time); with `--opcodes`, the Python opcodes a call each
+source file ran (exact, but the server runs ~20× slower: `--calls 300`). Each round also
+prints the server's user and system CPU.
 
 The switches replace code of the service in the measured process only (`serve` below):
 
@@ -97,9 +98,81 @@ def serve(switches: set[str]) -> int:
 
         CursorCodec.issue = lambda self, *args, **kwargs: "x"  # type: ignore[method-assign]
     _switch_off_added_parts(switches)
+    count_opcodes_on_signal()
     from service.__main__ import main
 
     return main(["serve"])
+
+
+OPCODES_FILE = "ELOVA_ABLATION_OPCODES"
+
+
+def count_opcodes_on_signal() -> None:
+    """With ELOVA_ABLATION_OPCODES set: SIGUSR1 starts counting the Python opcodes each
+    function runs (sys.settrace, exact however loaded the machine is), SIGUSR2 writes the
+    counts to that file as JSON."""
+    path = os.environ.get(OPCODES_FILE)
+    if not path:
+        return
+    import collections
+    import json
+
+    counts: collections.Counter[str] = collections.Counter()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if event != "call":
+            return None
+        frame.f_trace_opcodes = True
+        code = frame.f_code
+        key = f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                counts[key] += 1
+            return local
+
+        return local
+
+    def start(*_: Any) -> None:
+        counts.clear()
+        sys.settrace(tracer)
+
+    def stop(*_: Any) -> None:
+        sys.settrace(None)
+        Path(path).write_text(json.dumps(counts))
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+
+
+def _opcodes_by_file(out: Path, calls: int) -> tuple[float, dict[str, float]]:
+    import json
+
+    by_file: dict[str, float] = {}
+    counts: dict[str, int] = json.loads(out.read_text())
+    for key, count in counts.items():
+        name = key.rsplit(":", 2)[0]
+        for cut in ("site-packages/", f"{Path(__file__).parents[2]}/", "python3.11/"):
+            name = name.split(cut, 1)[-1]
+        by_file[name] = by_file.get(name, 0.0) + count / calls
+    return sum(counts.values()) / calls, by_file
+
+
+def _counting(pid: int, callgrind: bool, opcodes: bool, on: bool) -> None:
+    """Start (or stop) counting instructions (callgrind) and Python opcodes in `pid`."""
+    if callgrind:
+        _count(pid, on=on)
+    if opcodes:
+        os.kill(pid, signal.SIGUSR1 if on else signal.SIGUSR2)
+        time.sleep(0.3 if on else 2.0)  # the tracer is on / the counts are written
+
+
+def _print_opcodes(out: Path, calls: int) -> None:
+    total, by_file = _opcodes_by_file(out, calls)
+    top = sorted(by_file.items(), key=lambda item: -item[1])[:25]
+    print(f"  {total:,.0f} Python opcodes a call; by file: "
+          + ", ".join(f"{name} {n:,.0f}" for name, n in top),
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _switch_off_added_parts(switches: set[str]) -> None:
@@ -193,6 +266,31 @@ def _count(pid: int, on: bool) -> None:
                    check=True, capture_output=True)  # fmt: skip
 
 
+def _variant(variant: str, dsn: str, our_port: int, access: Any) -> tuple[int, list[str], Any, str]:
+    """The port, command, request and expected answer text of one variant's server."""
+    from tests.bench import scenarios
+    from tests.bench.servers import free_port, python
+
+    ws = access.workspace_id
+    if variant == "bare":
+        port = free_port()
+        command = python("-m", "tests.bench.reference", "bare", "--port", str(port),
+                         "--dsn", dsn)  # fmt: skip
+        return port, command, scenarios.bare_call(ws), '"executions":['
+    # A token a round: they live five minutes.
+    arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
+    request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
+    if variant == "same":
+        port = free_port()
+        approval = str(access.caller.approval_id)
+        command = python("-m", "tests.bench.ablation", "--serve-same", "--port", str(port),
+                         "--dsn", dsn, "--approval", approval)  # fmt: skip
+        return port, command, request, '"isError":false'
+    switches = "" if variant == "base" else variant
+    command = python("-m", "tests.bench.ablation", "--serve", switches)
+    return our_port, command, request, '"isError":false'
+
+
 def measure(
     quick: bool,
     rounds: int,
@@ -201,17 +299,10 @@ def measure(
     callgrind: bool = False,
     syscalls: bool = False,
     perf: bool = False,
+    opcodes: bool = False,
 ) -> str:
-    from tests.bench import scale, scenarios
-    from tests.bench.servers import (
-        CpuAccount,
-        free_port,
-        job,
-        load,
-        python,
-        running,
-        service_env,
-    )
+    from tests.bench import scale
+    from tests.bench.servers import CpuAccount, job, load, running, service_env
     from tests.support.services import REDIS_URL, new_redis_prefix
 
     settings = scale.QUICK if quick else scale.FULL
@@ -220,40 +311,21 @@ def measure(
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
     if callgrind:  # ~50x slower there: a Redis reply must not outlast the client's timeout
         env["ELOVA_REDIS_TIMEOUT_MS"] = "10000"
-    ws = access.workspace_id
     results: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in variants}
     for number in range(rounds):
         for variant in variants:
             # One file a run, kept for callgrind_annotate (its path is printed).
             out = logs / f"callgrind.{variant}.{number + 1}.out"
-            if variant == "bare":
-                port = free_port()
-                command = python("-m", "tests.bench.reference", "bare", "--port", str(port),
-                                 "--dsn", data.dsn)  # fmt: skip
-                request, expect = scenarios.bare_call(ws), '"executions":['
-            elif variant == "same":
-                port = free_port()
-                approval = str(access.caller.approval_id)
-                command = python("-m", "tests.bench.same_answer", "--port", str(port),
-                                 "--dsn", data.dsn, "--approval", approval)  # fmt: skip
-                arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
-                request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
-                expect = '"isError":false'
-            else:
-                port = cfg.port
-                switches = "" if variant == "base" else variant
-                command = python("-m", "tests.bench.ablation", "--serve", switches)
-                # A token a round: they live five minutes.
-                arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
-                request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
-                expect = '"isError":false'
+            port, command, request, expect = _variant(variant, data.dsn, cfg.port, access)
             if callgrind:
                 command = _callgrind(command, out)
+            counted_ops = logs / f"opcodes.{variant}.{number + 1}.json"
+            if opcodes:
+                env[OPCODES_FILE] = str(counted_ops)
             with running("ablation", command, port, env, logs) as server:
                 load(job(port, [request], concurrency=16, warmup_seconds=1.0,
                          duration_seconds=1.0, expect=expect))  # fmt: skip
-                if callgrind:
-                    _count(server.pid, on=True)
+                _counting(server.pid, callgrind, opcodes, on=True)
                 traced = logs / f"strace.{variant}.{number + 1}.out"
                 tracer = _strace(server.pid, traced) if syscalls else None
                 sampled = logs / f"perf.{variant}.{number + 1}.data"
@@ -265,8 +337,7 @@ def measure(
                                     max_requests=calls, expect=expect))  # fmt: skip
                 user_after, system_after = _user_system(server.pid)
                 _stop(sampler)
-                if callgrind:
-                    _count(server.pid, on=False)
+                _counting(server.pid, callgrind, opcodes, on=False)
                 traced_text = "" if tracer is None else _syscalls(tracer, traced, done.completed)
             if done.errors:
                 raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
@@ -285,6 +356,8 @@ def measure(
                   + (f"; {traced_text}" if traced_text else "")
                   + (f"; perf samples in {sampled}" if perf else ""),
                   file=sys.stderr, flush=True)  # fmt: skip
+            if opcodes:
+                _print_opcodes(counted_ops, done.completed)
     lines = [
         f"{rounds} rounds of {calls} calls, {data.executions:,} executions",
         "",
@@ -304,6 +377,13 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve-same"]:  # the ceiling, counted as our server is
+        count_opcodes_on_signal()
+        from tests.bench import same_answer
+
+        sys.argv = ["same_answer", *argv[1:]]
+        return same_answer.main()
     parser = argparse.ArgumentParser(prog="python -m tests.bench.ablation")
     parser.add_argument("--quick", action="store_true", help="the 200k-execution data set")
     parser.add_argument("--rounds", type=int, default=4)
@@ -313,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         "--syscalls", action="store_true", help="count system calls too (strace -c)"
     )
     parser.add_argument("--perf", action="store_true", help="sample CPU time too (perf record)")
+    parser.add_argument(
+        "--opcodes", action="store_true", help="count Python opcodes a call by file (slow)"
+    )
     parser.add_argument("--serve", metavar="SWITCHES", help=argparse.SUPPRESS)
     parser.add_argument("variants", nargs="*", default=["base", "bare"])
     args = parser.parse_args(argv)
@@ -331,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             callgrind=args.callgrind,
             syscalls=args.syscalls,
             perf=args.perf,
+            opcodes=args.opcodes,
         )
     )
     return 0
