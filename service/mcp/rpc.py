@@ -67,10 +67,16 @@ class Answer:
 
 
 def modern_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A 2026-07-28 result `_meta`: `extra` plus the serverInfo every result carries."""
-    meta = dict(extra or {})
+    """A 2026-07-28 result `_meta`: `extra` plus the serverInfo every result carries.
+    Without `extra` it is one shared dict (results only encode it: never change it)."""
+    if not extra:
+        return _SERVER_META
+    meta = dict(extra)
     meta[META_SERVER_INFO] = SERVER_INFO_META
     return meta
+
+
+_SERVER_META: dict[str, Any] = {META_SERVER_INFO: SERVER_INFO_META}
 
 
 def params_of(call: Call, kind: type[S]) -> S:

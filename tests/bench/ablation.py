@@ -4,8 +4,10 @@ rounds (a diagnostic for the next engineer; not part of `make bench`).
 
     python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [--callgrind] [VARIANT ...]
 
-A variant is `base` (the service as shipped), `bare` (the ceiling) or a comma list of the
-switches below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
+A variant is `base` (the service as shipped), `bare` (the rows without MCP:
+tests/bench/reference.py), `same` (the same-answer ceiling, our exact bytes:
+tests/bench/same_answer.py, the ceiling of `make bench`) or a comma list of the switches
+below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
 measures a fixed number of calls (16 connections) with the CPU account of section 1: the
 server's, PostgreSQL's and Redis's CPU a call. Medians and minimums over the rounds are
 printed: on this shared machine one run moves ±15 %, so compare only variants measured
@@ -14,7 +16,12 @@ side by side, and expect parts that cost < 0.05 ms a call to stay inside the noi
 With `--callgrind` each server runs under valgrind's callgrind, counting instructions only
 while the measured calls run (`callgrind_control -i on/off`): instructions a call repeat
 within about 0.5 % whatever else the machine does, where CPU time moves by ±15 % or more.
-The server is ~50× slower there: use `--calls 400` or so.
+The server is ~50× slower there: use `--calls 400` or so. With `--syscalls` strace counts
+the server's system calls during the measured calls (the time they cost is the system
+CPU callgrind does not see); with `--perf`, perf samples where the server's CPU time goes
+(C functions and the kernel, by time); with `--opcodes`, the Python opcodes a call each
+source file ran (exact, but the server runs ~20× slower: `--calls 300`). Each round also
+prints the server's user and system CPU.
 
 The switches replace code of the service in the measured process only (`serve` below):
 
@@ -33,9 +40,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +98,81 @@ def serve(switches: set[str]) -> int:
 
         CursorCodec.issue = lambda self, *args, **kwargs: "x"  # type: ignore[method-assign]
     _switch_off_added_parts(switches)
+    count_opcodes_on_signal()
     from service.__main__ import main
 
     return main(["serve"])
+
+
+OPCODES_FILE = "ELOVA_ABLATION_OPCODES"
+
+
+def count_opcodes_on_signal() -> None:
+    """With ELOVA_ABLATION_OPCODES set: SIGUSR1 starts counting the Python opcodes each
+    function runs (sys.settrace, exact however loaded the machine is), SIGUSR2 writes the
+    counts to that file as JSON."""
+    path = os.environ.get(OPCODES_FILE)
+    if not path:
+        return
+    import collections
+    import json
+
+    counts: collections.Counter[str] = collections.Counter()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if event != "call":
+            return None
+        frame.f_trace_opcodes = True
+        code = frame.f_code
+        key = f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                counts[key] += 1
+            return local
+
+        return local
+
+    def start(*_: Any) -> None:
+        counts.clear()
+        sys.settrace(tracer)
+
+    def stop(*_: Any) -> None:
+        sys.settrace(None)
+        Path(path).write_text(json.dumps(counts))
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+
+
+def _opcodes_by_file(out: Path, calls: int) -> tuple[float, dict[str, float]]:
+    import json
+
+    by_file: dict[str, float] = {}
+    counts: dict[str, int] = json.loads(out.read_text())
+    for key, count in counts.items():
+        name = key.rsplit(":", 2)[0]
+        for cut in ("site-packages/", f"{Path(__file__).parents[2]}/", "python3.11/"):
+            name = name.split(cut, 1)[-1]
+        by_file[name] = by_file.get(name, 0.0) + count / calls
+    return sum(counts.values()) / calls, by_file
+
+
+def _counting(pid: int, callgrind: bool, opcodes: bool, on: bool) -> None:
+    """Start (or stop) counting instructions (callgrind) and Python opcodes in `pid`."""
+    if callgrind:
+        _count(pid, on=on)
+    if opcodes:
+        os.kill(pid, signal.SIGUSR1 if on else signal.SIGUSR2)
+        time.sleep(0.3 if on else 2.0)  # the tracer is on / the counts are written
+
+
+def _print_opcodes(out: Path, calls: int) -> None:
+    total, by_file = _opcodes_by_file(out, calls)
+    top = sorted(by_file.items(), key=lambda item: -item[1])[:25]
+    print(f"  {total:,.0f} Python opcodes a call; by file: "
+          + ", ".join(f"{name} {n:,.0f}" for name, n in top),
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _switch_off_added_parts(switches: set[str]) -> None:
@@ -129,6 +212,53 @@ def _thousands(count: float) -> str:
     return "–" if math.isnan(count) else f"{count / 1000:,.0f}k"
 
 
+def _user_system(pid: int) -> tuple[float, float]:
+    """The process's user and system CPU seconds so far (/proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _strace(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """strace counting the system calls of every thread of `pid` until interrupted."""
+    tracer = subprocess.Popen(["strace", "-f", "-c", "-o", str(out), "-p", str(pid)],
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(0.5)  # attached to every thread before the measured calls start
+    return tracer
+
+
+def _perf(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """perf sampling where the server's CPU time goes (its C functions and the kernel's,
+    by time: callgrind's instruction counts miss stalls and system calls) until
+    interrupted; read it with `perf report -i OUT --stdio --sort dso,sym`."""
+    sampler = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "4000", "-o", str(out),
+                                "-p", str(pid)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(0.5)
+    return sampler
+
+
+def _stop(process: subprocess.Popen[bytes] | None) -> None:
+    if process is not None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+
+
+def _syscalls(tracer: subprocess.Popen[bytes], out: Path, calls: int) -> str:
+    """Stop `tracer` and summarise its count: system calls a call, the largest first."""
+    _stop(tracer)
+    counts = []
+    for line in out.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+            counts.append((int(fields[3]), fields[-1]))
+    counts.sort(reverse=True)
+    total = sum(n for n, _ in counts)
+    top = ", ".join(f"{name} {n / calls:.2f}" for n, name in counts[:6])
+    return f"{total / calls:.1f} system calls a call ({top})"
+
+
 def _count(pid: int, on: bool) -> None:
     import subprocess
 
@@ -136,56 +266,79 @@ def _count(pid: int, on: bool) -> None:
                    check=True, capture_output=True)  # fmt: skip
 
 
+def _variant(variant: str, dsn: str, our_port: int, access: Any) -> tuple[int, list[str], Any, str]:
+    """The port, command, request and expected answer text of one variant's server."""
+    from tests.bench import scenarios
+    from tests.bench.servers import free_port, python
+
+    ws = access.workspace_id
+    if variant == "bare":
+        port = free_port()
+        command = python("-m", "tests.bench.reference", "bare", "--port", str(port),
+                         "--dsn", dsn)  # fmt: skip
+        return port, command, scenarios.bare_call(ws), '"executions":['
+    # A token a round: they live five minutes.
+    arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
+    request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
+    if variant == "same":
+        port = free_port()
+        approval = str(access.caller.approval_id)
+        command = python("-m", "tests.bench.ablation", "--serve-same", "--port", str(port),
+                         "--dsn", dsn, "--approval", approval)  # fmt: skip
+        return port, command, request, '"isError":false'
+    switches = "" if variant == "base" else variant
+    command = python("-m", "tests.bench.ablation", "--serve", switches)
+    return our_port, command, request, '"isError":false'
+
+
 def measure(
-    quick: bool, rounds: int, calls: int, variants: list[str], callgrind: bool = False
+    quick: bool,
+    rounds: int,
+    calls: int,
+    variants: list[str],
+    callgrind: bool = False,
+    syscalls: bool = False,
+    perf: bool = False,
+    opcodes: bool = False,
 ) -> str:
-    from tests.bench import scale, scenarios
-    from tests.bench.servers import (
-        CpuAccount,
-        free_port,
-        job,
-        load,
-        python,
-        running,
-        service_env,
-    )
+    from tests.bench import scale
+    from tests.bench.servers import CpuAccount, job, load, running, service_env
     from tests.support.services import REDIS_URL, new_redis_prefix
 
     settings = scale.QUICK if quick else scale.FULL
     data, cfg, access = asyncio.run(scale.prepare(settings))
     logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
     env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
-    ws = access.workspace_id
+    if callgrind:  # ~50x slower there: a Redis reply must not outlast the client's timeout
+        env["ELOVA_REDIS_TIMEOUT_MS"] = "10000"
     results: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in variants}
-    out = logs / "callgrind.out"
     for number in range(rounds):
         for variant in variants:
-            if variant == "bare":
-                port = free_port()
-                command = python("-m", "tests.bench.reference", "bare", "--port", str(port),
-                                 "--dsn", data.dsn)  # fmt: skip
-                request, expect = scenarios.bare_call(ws), '"executions":['
-            else:
-                port = cfg.port
-                switches = "" if variant == "base" else variant
-                command = python("-m", "tests.bench.ablation", "--serve", switches)
-                # A token a round: they live five minutes.
-                arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
-                request = scenarios.tool_call(access.token(), "get_many_executions", arguments)
-                expect = '"isError":false'
+            # One file a run, kept for callgrind_annotate (its path is printed).
+            out = logs / f"callgrind.{variant}.{number + 1}.out"
+            port, command, request, expect = _variant(variant, data.dsn, cfg.port, access)
             if callgrind:
                 command = _callgrind(command, out)
+            counted_ops = logs / f"opcodes.{variant}.{number + 1}.json"
+            if opcodes:
+                env[OPCODES_FILE] = str(counted_ops)
             with running("ablation", command, port, env, logs) as server:
                 load(job(port, [request], concurrency=16, warmup_seconds=1.0,
                          duration_seconds=1.0, expect=expect))  # fmt: skip
-                if callgrind:
-                    _count(server.pid, on=True)
+                _counting(server.pid, callgrind, opcodes, on=True)
+                traced = logs / f"strace.{variant}.{number + 1}.out"
+                tracer = _strace(server.pid, traced) if syscalls else None
+                sampled = logs / f"perf.{variant}.{number + 1}.data"
+                sampler = _perf(server.pid, sampled) if perf else None
+                user, system = _user_system(server.pid)
                 with CpuAccount(server.pid) as cpu:
                     done = load(job(port, [request], concurrency=16, warmup_seconds=0.0,
                                     duration_seconds=900.0 if callgrind else 120.0,
                                     max_requests=calls, expect=expect))  # fmt: skip
-                if callgrind:
-                    _count(server.pid, on=False)
+                user_after, system_after = _user_system(server.pid)
+                _stop(sampler)
+                _counting(server.pid, callgrind, opcodes, on=False)
+                traced_text = "" if tracer is None else _syscalls(tracer, traced, done.completed)
             if done.errors:
                 raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
             per_call = cpu.per_call_ms(done.completed)
@@ -193,9 +346,18 @@ def measure(
             results[variant].append(
                 (per_call["server"], per_call["postgres"], done.rps, counted)
             )  # fmt: skip
-            print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms, "
-                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s",
+            split = (
+                f"user {1000 * (user_after - user) / done.completed:.3f} ms, system "
+                f"{1000 * (system_after - system) / done.completed:.3f} ms"
+            )
+            print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms ({split}), "
+                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s"
+                  + (f", {counted / 1000:,.0f}k instructions a call ({out})" if callgrind else "")
+                  + (f"; {traced_text}" if traced_text else "")
+                  + (f"; perf samples in {sampled}" if perf else ""),
                   file=sys.stderr, flush=True)  # fmt: skip
+            if opcodes:
+                _print_opcodes(counted_ops, done.completed)
     lines = [
         f"{rounds} rounds of {calls} calls, {data.executions:,} executions",
         "",
@@ -215,22 +377,45 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve-same"]:  # the ceiling, counted as our server is
+        count_opcodes_on_signal()
+        from tests.bench import same_answer
+
+        sys.argv = ["same_answer", *argv[1:]]
+        return same_answer.main()
     parser = argparse.ArgumentParser(prog="python -m tests.bench.ablation")
     parser.add_argument("--quick", action="store_true", help="the 200k-execution data set")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--callgrind", action="store_true", help="count instructions too")
+    parser.add_argument(
+        "--syscalls", action="store_true", help="count system calls too (strace -c)"
+    )
+    parser.add_argument("--perf", action="store_true", help="sample CPU time too (perf record)")
+    parser.add_argument(
+        "--opcodes", action="store_true", help="count Python opcodes a call by file (slow)"
+    )
     parser.add_argument("--serve", metavar="SWITCHES", help=argparse.SUPPRESS)
     parser.add_argument("variants", nargs="*", default=["base", "bare"])
     args = parser.parse_args(argv)
     if args.serve is not None:
         return serve(set(filter(None, args.serve.split(","))))
     for variant in args.variants:
-        unknown = set(variant.split(",")) - {*SWITCHES, "base", "bare"}
+        unknown = set(variant.split(",")) - {*SWITCHES, "base", "bare", "same"}
         if unknown:
             parser.error(f"unknown switch {sorted(unknown)}; known: {', '.join(SWITCHES)}")
     sys.stdout.write(
-        measure(args.quick, args.rounds, args.calls, args.variants, callgrind=args.callgrind)
+        measure(
+            args.quick,
+            args.rounds,
+            args.calls,
+            args.variants,
+            callgrind=args.callgrind,
+            syscalls=args.syscalls,
+            perf=args.perf,
+            opcodes=args.opcodes,
+        )
     )
     return 0
 

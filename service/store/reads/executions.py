@@ -93,33 +93,49 @@ def page_query(
 
     The row count is written into the statement (one text per page size, at most 51):
     with a `LIMIT $n` PostgreSQL cannot cost a generic plan and planned the statement anew
-    on every call (measured at 10M rows: 0.63 → 0.40 ms of server CPU a page)."""
-    conditions = ["e.workspace_id = $1"]
+    on every call (measured at 10M rows: 0.63 → 0.40 ms of server CPU a page).
+
+    The text depends only on which filters are present, how many values each has, the row
+    count and `first`: it is made once per combination (`_PAGE_TEXTS`)."""
     arguments: list[Any] = []
+    for values in filters.values():
+        arguments.extend(values)
+    key = (tuple(filters), tuple(map(len, filters.values())), int(rows), first)
+    query = _PAGE_TEXTS.get(key)
+    if query is None:
+        query = _PAGE_TEXTS[key] = _page_text(filters, int(rows), first)
+    return query, arguments
+
+
+# Page statement texts by (filter names in order, their value counts, rows, first): at most
+# a few hundred (filter combinations × page sizes 1-51).
+_PAGE_TEXTS: dict[tuple[tuple[str, ...], tuple[int, ...], int, int], str] = {}
+
+
+def _page_text(filters: dict[str, tuple[Any, ...]], limit: int, first: int) -> str:
+    conditions = ["e.workspace_id = $1"]
+    numbered = 0
     for name, values in filters.items():
         if name == "failed":
             continue
-        numbers = range(len(arguments) + first, len(arguments) + first + len(values))
+        numbers = range(numbered + first, numbered + first + len(values))
         conditions.append(_PAGE_CONDITIONS[name].format(*numbers))
-        arguments.extend(values)
+        numbered += len(values)
     where = " AND ".join(conditions)
-    limit = int(rows)
     if "failed" not in filters:
-        query = (
+        return (
             f"SELECT {_ROW_COLUMNS} FROM executions e JOIN instances i ON i.id = e.instance_id"
             f" WHERE {where} {_ORDER} LIMIT {limit}"
         )
-        return query, arguments
     branches = " UNION ALL ".join(
         f"(SELECT {_STORED_COLUMNS} FROM executions e"
         f" WHERE {where} AND e.status = '{status}' {_ORDER} LIMIT {limit})"
         for status in FAILED
     )
-    query = (
+    return (
         f"SELECT {_ROW_COLUMNS} FROM ({branches}) e JOIN instances i ON i.id = e.instance_id"
         f" {_ORDER} LIMIT {limit}"
     )
-    return query, arguments
 
 
 ONE_EXECUTION = f"""
