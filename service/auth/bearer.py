@@ -32,7 +32,8 @@ def _fail(description: str, reason: str, *, error: str = "invalid_token") -> Inv
 
 def bearer_token(request: web.Request) -> str:
     """The token of the request's single `Authorization: Bearer` header."""
-    if _QUERY_TOKEN_PARAM in request.query:
+    # `request.query` parses the query string: only a request that has one is asked.
+    if "?" in request.raw_path and _QUERY_TOKEN_PARAM in request.query:
         raise _fail(
             "Access tokens are accepted only in the Authorization header",
             "malformed",
