@@ -2,7 +2,7 @@
 
 Every request, refusals included, counts once and observes three or four histograms. These
 two functions skip prometheus-client's checks (a labelled child, a positive amount: both
-hold by construction in service/metrics.py) and its walk of the buckets. They read the
+hold by construction in service/metrics.py), its walk of the buckets and its lock. They read the
 children's fields of prometheus-client 0.26 (pinned); tests/ops/test_metrics.py compares
 the exposition with prometheus-client's own observe, so a version that moves them fails.
 """
@@ -12,10 +12,12 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
+from prometheus_client.values import MutexValue
+
 
 def count(child: Any) -> None:
     """`child.inc()` of a labelled Counter child."""
-    child._value.inc(1)
+    _add(child._value, 1)
 
 
 def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:
@@ -23,5 +25,16 @@ def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -
     if exemplar is not None or amount != amount:  # an exemplar, or NaN: prometheus-client's
         child.observe(amount, exemplar)
         return
-    child._sum.inc(amount)
-    child._buckets[bisect_left(child._upper_bounds, amount)].inc(1)
+    _add(child._sum, amount)
+    _add(child._buckets[bisect_left(child._upper_bounds, amount)], 1)
+
+
+def _add(value: Any, amount: float) -> None:
+    """`value.inc(amount)`, of a MutexValue without taking its lock: the values these two
+    update are written only from the event loop's thread (the one thread that answers
+    requests), and a scrape reads a float, which the GIL never shows half-written. Any
+    other kind of value (prometheus-client's multiprocess mode) is incremented as usual."""
+    if value.__class__ is MutexValue:
+        value._value += amount
+    else:
+        value.inc(amount)

@@ -396,7 +396,7 @@ class Metrics:
 
     def request_admitted(self) -> None:
         """A request on a shed route that load shedding let in."""
-        self.overload.admitted.inc()
+        count(self.overload.admitted)  # every request of /mcp, refusals included
 
     def watch_overload(self, overload: Overload) -> None:
         """Read the in-flight limit's gauges from this app's Overload at every scrape."""

@@ -43,12 +43,13 @@ def context_of(request: web.Request | None) -> Context:
     )
 
 
-async def record(app: web.Application, line: AuditEvent) -> None:
-    """Queue the line on the app's writer (AuditUnavailable when no room in time). An app
-    assembled without `setup_audit` (a test composing parts of the service) has none."""
+async def record(app: web.Application, line: AuditEvent, *, refusal: bool = False) -> None:
+    """Queue the line on the app's writer (AuditUnavailable when no room in time); the line
+    of a refusal may be written in a batch (AuditWriter.record). An app assembled without
+    `setup_audit` (a test composing parts of the service) has none."""
     writer = app.get(AUDIT)
     if writer is not None:
-        await writer.record(line)
+        await writer.record(line, refusal=refusal)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

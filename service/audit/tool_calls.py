@@ -169,7 +169,8 @@ async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> A
         context=context_of(request),
     )
     try:
-        await record(request.app, line)
+        # A refusal (an error status) carries no data: its line may join a flood's batch.
+        await record(request.app, line, refusal=answer.status >= 400)
     except AuditUnavailable as err:
         return answers.unavailable(incoming.id, err.message, err.retry_after_seconds or 1)
     return answer

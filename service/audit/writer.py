@@ -2,13 +2,15 @@
 
 `record` hands a line to a sink that writes without waiting (stdout, a file) at once when
 nothing is queued or being written before it: a tool call's line then costs one write, not
-a hop through the writer task. Otherwise (a socket sink, a backlog, a failed write) it puts
-the line in the queue. When the queue is full the request waits for room (the
-call is held, the line is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS; past that it raises
-AuditUnavailable and the request is refused 503. The writer task writes every line it can
-take at once as one batch; a batch the sink refuses is kept and tried again (backing off up
-to a second), so a line is lost neither under load nor while the sink is down. At shutdown
-the queue is drained before the sink is closed.
+a hop through the writer task. Under a flood of refusals (a line already written at this
+instant of the loop's clock) a refusal's line joins a batch written once the loop's turn
+ends: one write for the turn's refusals instead of one each. Otherwise (a socket sink, a
+backlog, a failed write) it puts the line in the queue. When the queue is full the request
+waits for room (the call is held, the line is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS;
+past that it raises AuditUnavailable and the request is refused 503. The writer task writes
+every line it can take at once as one batch; a batch the sink refuses is kept and tried
+again (backing off up to a second), so a line is lost neither under load nor while the sink
+is down. At shutdown the queue is drained before the sink is closed.
 
 Metrics (in the app's registry): lines written, queue depth, waits for room, refusals,
 sink errors.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -55,7 +58,13 @@ class AuditMetrics:
 
 
 class AuditWriter:
-    def __init__(self, cfg: Audit, sink: Sink, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Audit,
+        sink: Sink,
+        registry: CollectorRegistry | None = None,
+        instant: Callable[[], float] | None = None,
+    ) -> None:
         self._cfg = cfg
         self.sink = sink
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(cfg.queue_lines)
@@ -63,15 +72,29 @@ class AuditWriter:
         self._writing = False  # the writer task holds a batch (being written or retried)
         self.metrics = AuditMetrics(registry)
         self.metrics.depth.set_function(self._queue.qsize)
+        # A sink that writes without waiting (stdout, a file) takes lines from the request.
+        self._write_now: Callable[[bytes], None] | None = getattr(sink, "write_now", None)
+        self._instant = instant  # the clock of `_gathered`: the running loop's unless given
+        self._written_at = -1.0  # when a line was last written at once (`instant`)
+        self._gathering: list[bytes] | None = None  # refusals' lines of this instant
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="audit-writer")
 
-    async def record(self, audit_event: AuditEvent) -> None:
-        """Queue the event's line, waiting for room at most the configured bound."""
+    async def record(self, audit_event: AuditEvent, *, refusal: bool = False) -> None:
+        """Queue the event's line, waiting for room at most the configured bound. The line
+        of a refusal may join the batch of this instant (see `_gathered`)."""
         line = encode_line(audit_event)
-        if not self._writing and self._queue.empty() and self._written_now(line):
+        if self._gathering is not None:
+            self._gathering.append(line)
+            if not refusal:  # a line that may go with data: written before the answer
+                self._write_gathered()
             return
+        if not self._writing and self._queue.empty():
+            if refusal and self._gathered(line):
+                return
+            if self._written_now(line):
+                return
         try:
             self._queue.put_nowait(line)
             return
@@ -84,20 +107,46 @@ class AuditWriter:
             self.metrics.refused.inc()
             raise AuditUnavailable() from None
 
-    def _written_now(self, line: bytes) -> bool:
-        """Whether a sink that writes without waiting took the line (False: queue it, and
-        the writer task writes it, retrying as for any batch)."""
-        write_now = getattr(self.sink, "write_now", None)
-        if write_now is None:
+    def _written_now(self, lines: bytes, count: int = 1) -> bool:
+        """Whether a sink that writes without waiting took the lines (False: queue them, and
+        the writer task writes them, retrying as for any batch)."""
+        if self._write_now is None:
             return False
         try:
-            write_now(line)
-        except Exception as err:  # whatever the sink raised: the line goes to the queue
+            self._write_now(lines)
+        except Exception as err:  # whatever the sink raised: the lines go to the queue
             self.metrics.sink_errors.inc()
             log.warning("audit sink write failed, queued for the writer: %r", err)
             return False
-        self.metrics.written.inc()
+        self.metrics.written.inc(count)
+        self._written_at = self._now()
         return True
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time() if self._instant is None else self._instant()
+
+    def _gathered(self, line: bytes) -> bool:
+        """Whether the refusal's line waits for the batch of this instant: when a line was
+        already written at this instant of the event loop's clock (uvloop's advances once
+        a turn of the loop, in milliseconds), refusals are flooding in; their lines are
+        gathered and written as one batch once this turn's requests have run, one write
+        instead of one a refusal. The answer may leave before its line is written, as with
+        a queued line; a line is never dropped (a failed batch goes to the queue)."""
+        if self._write_now is None or self._now() != self._written_at:
+            return False
+        self._gathering = [line]
+        asyncio.get_running_loop().call_soon(self._write_gathered)
+        return True
+
+    def _write_gathered(self) -> None:
+        lines, self._gathering = self._gathering, None
+        if not lines or self._written_now(b"".join(lines), len(lines)):
+            return
+        for line in lines:
+            try:
+                self._queue.put_nowait(line)
+            except asyncio.QueueFull:  # kept: it waits for room, however long
+                asyncio.get_running_loop().create_task(self._queue.put(line))
 
     async def _run(self) -> None:
         while True:
@@ -127,10 +176,12 @@ class AuditWriter:
 
     async def flushed(self) -> None:
         """Return once every line queued so far is written."""
+        self._write_gathered()
         await self._queue.join()
 
     async def drain(self, seconds: float = DRAIN_SECONDS) -> None:
         """Write what is queued (within `seconds`), then stop the task and close the sink."""
+        self._write_gathered()
         if self._task is not None:
             try:
                 async with asyncio.timeout(seconds):

@@ -12,8 +12,10 @@ import pytest
 from service.audit.events import (
     EVENT_TYPES,
     OCSF_CLASSES,
+    TOOL_CALL,
     Actor,
     Arguments,
+    AuditEvent,
     Context,
     Outcome,
     Target,
@@ -225,3 +227,75 @@ async def test_a_line_the_sink_refused_at_once_is_queued_and_written_by_the_writ
     assert writer.metrics.written._value.get() == 3
     assert writer.metrics.sink_errors._value.get() == 1
     await writer.drain(0.1)
+
+
+class _Takes:
+    """A sink that never waits and takes every write; `fail` makes the next one fail."""
+
+    def __init__(self) -> None:
+        self.now: list[bytes] = []
+        self.batches: list[bytes] = []
+        self.fail = False
+
+    def write_now(self, lines: bytes) -> None:
+        if self.fail:
+            self.fail = False
+            raise OSError("no space left on device")
+        self.now.append(lines)
+
+    async def write(self, lines: bytes) -> None:
+        self.batches.append(lines)
+
+    async def close(self) -> None:
+        return None
+
+
+def _accounts(writes: list[bytes]) -> list[str]:
+    return [json.loads(line)["actor"]["account_id"] for line in b"".join(writes).splitlines()]
+
+
+def _line(account: str) -> AuditEvent:
+    return event(TOOL_CALL, Outcome("failure", http_status=401), Actor(account_id=account))
+
+
+async def test_refusals_of_one_instant_are_written_as_one_batch_once_the_turn_ends() -> None:
+    sink = _Takes()
+    writer = AuditWriter(Audit(queue_lines=4, wait_seconds=0.2), sink, instant=lambda: 7.0)
+    writer.start()
+    for account in "abc":
+        await writer.record(_line(account), refusal=True)
+    # The first is written at once; the others, of the same instant, wait for the batch.
+    assert _accounts(sink.now) == ["a"]
+    await asyncio.sleep(0)
+    assert _accounts(sink.now) == ["a", "b", "c"] and len(sink.now) == 2
+    # A line that is not a refusal never waits: it takes the gathered ones with it, in order.
+    await writer.record(_line("d"), refusal=True)
+    await writer.record(_line("e"))
+    assert _accounts(sink.now) == ["a", "b", "c", "d", "e"] and len(sink.now) == 3
+    assert writer.metrics.written._value.get() == 5
+    await writer.drain()
+
+
+async def test_a_batch_the_sink_refused_goes_to_the_queue_line_by_line() -> None:
+    sink = _Takes()
+    writer = AuditWriter(Audit(queue_lines=1, wait_seconds=0.2), sink, instant=lambda: 7.0)
+    writer.start()
+    for account in "abc":
+        await writer.record(_line(account), refusal=True)
+    sink.fail = True  # the batch of b and c fails; the queue holds one, the other waits
+    await writer.flushed()
+    await asyncio.sleep(0.05)
+    await writer.flushed()
+    assert _accounts(sink.now) == ["a"] and _accounts(sink.batches) == ["b", "c"]
+    await writer.drain()
+
+
+async def test_refusals_of_different_instants_are_each_written_at_once() -> None:
+    sink = _Takes()
+    ticks = iter(range(100))
+    writer = AuditWriter(
+        Audit(queue_lines=4, wait_seconds=0.2), sink, instant=lambda: float(next(ticks))
+    )
+    for account in "ab":
+        await writer.record(_line(account), refusal=True)
+    assert len(sink.now) == 2

@@ -123,7 +123,10 @@ _REFUSAL = (
 _CHALLENGE = 'Bearer error="invalid_token", resource_metadata="http://127.0.0.1/.well-known/x"'
 
 
-def run_refusal(port: int, dsn: str) -> None:
+def refusal_app() -> web.Application:
+    """The floor: every POST /mcp answered with one precomputed 401 (tests.bench.refusal_cost
+    measures it in-process beside ours)."""
+
     async def handle(request: web.Request) -> web.Response:
         await request.read()
         return web.Response(
@@ -135,6 +138,11 @@ def run_refusal(port: int, dsn: str) -> None:
 
     app = web.Application()
     app.router.add_post("/mcp", handle)
+    return app
+
+
+def run_refusal(port: int, dsn: str) -> None:
+    app = refusal_app()
     tune_gc()
     loop_factory = event_loop_factory()
     loop = loop_factory() if loop_factory is not None else None
