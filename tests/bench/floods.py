@@ -70,8 +70,10 @@ import msgspec
 import redis
 
 from service.auth.tokens import TokenService
+from service.config import Config
 from tests.bench import scenarios
 from tests.bench.baseline import checkout
+from tests.bench.dataset import Dataset
 from tests.bench.loadgen import Job, Request, Result
 from tests.bench.scale import WARMUP_SECONDS, Settings, prepare
 from tests.bench.servers import ROOT, free_port, job, python, running, service_env
@@ -197,13 +199,22 @@ def _mark(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
-async def run(settings: Settings, before: str | None = None) -> str:
+async def prepare_flood(
+    settings: Settings,
+) -> tuple[Dataset, Config, scenarios.Access, scenarios.Access]:
+    """The data set, the service's configuration, the good approval and the flooding one
+    (an approval of its own, whose rate budget the flood spends)."""
     data, cfg, access = await prepare(settings)
     conn = await asyncpg.connect(data.dsn)
     try:
         flooder = await scenarios.grant(conn, cfg, data.account_email, data.workspace_id)
     finally:
         await conn.close()
+    return data, cfg, access, flooder
+
+
+async def run(settings: Settings, before: str | None = None) -> str:
+    data, cfg, access, flooder = await prepare_flood(settings)
     logs = Path(tempfile.mkdtemp(prefix="elova-floods-"))
     port, n = cfg.port, settings.concurrency
     seconds = min(settings.duration, MAX_SECONDS)

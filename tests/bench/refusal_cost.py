@@ -275,7 +275,6 @@ def _raw(request: Request) -> bytes:
 
 
 async def _prepare() -> tuple[dict[str, str], dict[str, bytes]]:
-    import asyncpg
 
     from service.auth.tokens import TokenService
     from tests.bench import scenarios
@@ -286,17 +285,13 @@ async def _prepare() -> tuple[dict[str, str], dict[str, bytes]]:
         _oversized,
         _spend_budget,
         _without_auth,
+        prepare_flood,
     )
-    from tests.bench.scale import QUICK, prepare
+    from tests.bench.scale import QUICK
     from tests.bench.servers import service_env
     from tests.support.services import REDIS_URL, new_redis_prefix
 
-    data, cfg, access = await prepare(QUICK)
-    conn = await asyncpg.connect(data.dsn)
-    try:
-        flooder = await scenarios.grant(conn, cfg, data.account_email, data.workspace_id)
-    finally:
-        await conn.close()
+    data, cfg, access, flooder = await prepare_flood(QUICK)
     prefix = new_redis_prefix()
     env = service_env(data.dsn, cfg.port, REDIS_URL, prefix, cfg.signing_key_pem)
     env.update(UNPACED)
