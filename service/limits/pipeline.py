@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -120,8 +119,6 @@ class ScriptPipeline:
         self.bound = bound  # the longest one call may take, redirects included
         self._queue: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
-        # The timer of the batch on the wire and its deadline (one batch at a time).
-        self._bound: tuple[asyncio.Timeout, float] | None = None
         self.batches = 0  # batches sent (tests/limits/test_pipeline.py reads both)
         self.calls = 0  # calls sent
         self.redirects = 0  # replies followed (NOSCRIPT, MOVED, ASK, TRYAGAIN)
@@ -196,22 +193,11 @@ class ScriptPipeline:
         waiting = next((q for q in batch if not q.reply.done()), None)
         deadline = now + self.bound if waiting is None else waiting.deadline
         try:
-            # The batch's one timer: at its deadline, brought nearer while a socket read
-            # waits (`_exchange`), so each read is also bounded by the client's timeout.
-            async with asyncio.timeout_at(deadline) as bounded:
-                self._bound = (bounded, deadline)
+            async with asyncio.timeout_at(deadline):
                 await self._send_bounded(batch)
         except Exception as err:  # the whole batch failed: connection, timeout, …
             for q in batch:
                 _settle(q, err)
-        finally:
-            self._bound = None
-
-    def _whole_batch_bound(self) -> None:
-        """The batch's timer back at its deadline (after a read brought it nearer)."""
-        if self._bound is not None:
-            bounded, deadline = self._bound
-            bounded.reschedule(deadline)
 
     async def _send_bounded(self, batch: list[_Queued]) -> None:
         conn = await self.route.connection()
@@ -242,7 +228,6 @@ class ScriptPipeline:
             if rounds > _ROUNDS or loop.time() > redirected[0][0].deadline - _TRYAGAIN_PAUSE:
                 break
             try:
-                self._whole_batch_bound()  # a slot map refresh, a pause: the batch's bound
                 redirected = await self._round(redirected)
             except Exception as err:
                 for q, _ in redirected:
@@ -291,7 +276,6 @@ class ScriptPipeline:
         self, asked: list[tuple[_Queued, AskError]]
     ) -> list[tuple[_Queued, ResponseError]]:
         """ASKING and the call, on the importing node, for each call ASK redirected."""
-        self._whole_batch_bound()  # connecting to the importing node: the batch's bound
         target = await self.route.asking(asked[-1][1])
         if target is None:
             return self._give_up(list(asked), AskError)
@@ -324,19 +308,12 @@ class ScriptPipeline:
     ) -> list[Any]:
         """Write the packed commands on `conn` and read their `count` replies (an error
         reply is returned in its place, not raised), each read from the socket within the
-        connection's timeout (as redis-py bounds each of its reads) and within the batch's
-        bound: the batch's timer is brought to the nearer of the two (no timer of its own)."""
-        step = getattr(conn, "socket_timeout", None)
+        connection's timeout (as redis-py bounds each of its reads)."""
         try:
-            if self._bound is None:  # not within a batch (preload has its own bound)
-                async with asyncio.timeout(step) as bounded:
-                    await _write(conn, b"".join(packed))
-                    return await read_replies(conn, count, bounded, step)
-            bounded, deadline = self._bound
-            if step is not None:
-                bounded.reschedule(min(deadline, asyncio.get_running_loop().time() + step))
-            await _write(conn, b"".join(packed))
-            return await read_replies(conn, count, bounded, step, deadline)
+            step = getattr(conn, "socket_timeout", None)
+            async with asyncio.timeout(step) as bounded:
+                await _write(conn, b"".join(packed))
+                return await read_replies(conn, count, bounded, step)
         except BaseException:
             await self.route.lost(conn)
             raise
@@ -360,30 +337,27 @@ async def read_replies(
     count: int,
     bounded: asyncio.Timeout | None = None,
     step: float | None = None,
-    deadline: float = math.inf,
 ) -> list[Any]:
     """`count` replies from `conn`, errors in their place. With hiredis (a dependency of
     this package) they are taken from its reader as the socket delivers them; redis-py's
     `read_response`, which we use otherwise, costs a timeout context and several
-    awaits a reply. `bounded` (the exchange's timeout, set for the first read) is moved
-    on to `step` from now (never past `deadline`) before each further read."""
+    awaits a reply. `bounded` (the exchange's timeout) is moved on by `step` after each
+    read that brought data."""
     parser = conn._parser
     reader = getattr(parser, "_reader", None)
     stream = getattr(parser, "_stream", None)
     if not isinstance(reader, hiredis.Reader) or stream is None:
         return await _read_one_by_one(conn, count)
     replies: list[Any] = []
-    reads = 0
     while len(replies) < count:
         reply = reader.gets()
         if reply is False or reply is NOT_ENOUGH_DATA:
-            if reads and bounded is not None and step is not None:  # each read its own
-                bounded.reschedule(min(deadline, asyncio.get_running_loop().time() + step))
             data = await stream.read(_READ_SIZE)
             if not data:
                 raise RedisConnectionError("Redis closed the connection")
             reader.feed(data)
-            reads += 1
+            if bounded is not None and step is not None:  # the next read has its own
+                bounded.reschedule(asyncio.get_running_loop().time() + step)
             continue
         if isinstance(reply, RedisConnectionError):  # what redis-py raises, too
             raise reply
