@@ -48,20 +48,9 @@ def bearer_token(request: web.Request) -> str:
     token = token.strip()
     if scheme.lower() != "bearer":
         raise _fail("Use the Bearer authentication scheme", "malformed", error="invalid_request")
-    if token not in _WELL_FORMED:
-        if not _TOKEN.fullmatch(token):
-            raise _fail("The bearer token is malformed", "malformed")
-        if len(_WELL_FORMED) >= _KNOWN_WELL_FORMED:
-            _WELL_FORMED.clear()
-        _WELL_FORMED.add(token)
+    if not _TOKEN.fullmatch(token):
+        raise _fail("The bearer token is malformed", "malformed")
     return token
-
-
-# Tokens that matched `_TOKEN`: a client sends one token for minutes (a flood the same one
-# over and over), and the match over its few hundred characters was a tenth of the bearer
-# check. Bounded.
-_WELL_FORMED: set[str] = set()
-_KNOWN_WELL_FORMED = 4096
 
 
 def verified_claims(tokens: TokenService, token: str, now: float | None = None) -> AccessClaims:
