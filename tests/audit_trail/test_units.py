@@ -188,47 +188,6 @@ def test_context_carries_the_trace_of_the_request(monkeypatch: pytest.MonkeyPatc
     assert (context.trace_id, context.span_id) == ("a" * 32, "b" * 16)
 
 
-class _FailsFirst:
-    """A sink that never waits, whose first write fails (a full disk, say)."""
-
-    def __init__(self) -> None:
-        self.now: list[bytes] = []
-        self.batches: list[bytes] = []
-        self.failed = False
-
-    def write_now(self, lines: bytes) -> None:
-        if not self.failed:
-            self.failed = True
-            raise OSError("no space left on device")
-        self.now.append(lines)
-
-    async def write(self, lines: bytes) -> None:
-        self.batches.append(lines)
-
-    async def close(self) -> None:
-        return None
-
-
-async def test_a_line_the_sink_refused_at_once_is_queued_and_written_by_the_writer() -> None:
-    sink = _FailsFirst()
-    writer = AuditWriter(Audit(queue_lines=4, wait_seconds=0.2), sink)
-    writer.start()
-    first = event("signin.succeeded", Outcome("success"), Actor(account_id="a"))
-    second = event("signin.succeeded", Outcome("success"), Actor(account_id="b"))
-    await writer.record(first)  # refused at once: queued instead
-    await writer.record(second)  # behind a queued line: queued too, never ahead of it
-    await writer.flushed()
-    written = [
-        json.loads(line)["actor"]["account_id"] for line in b"".join(sink.batches).splitlines()
-    ]
-    assert written == ["a", "b"] and sink.now == []
-    await writer.record(first)  # nothing queued any more: written at once
-    assert len(sink.now) == 1
-    assert writer.metrics.written._value.get() == 3
-    assert writer.metrics.sink_errors._value.get() == 1
-    await writer.drain(0.1)
-
-
 class _Takes:
     """A sink that never waits and takes every write; `fail` makes the next one fail."""
 
@@ -248,6 +207,27 @@ class _Takes:
 
     async def close(self) -> None:
         return None
+
+
+async def test_a_line_the_sink_refused_at_once_is_queued_and_written_by_the_writer() -> None:
+    sink = _Takes()
+    sink.fail = True  # its first write fails (a full disk, say)
+    writer = AuditWriter(Audit(queue_lines=4, wait_seconds=0.2), sink)
+    writer.start()
+    first = event("signin.succeeded", Outcome("success"), Actor(account_id="a"))
+    second = event("signin.succeeded", Outcome("success"), Actor(account_id="b"))
+    await writer.record(first)  # refused at once: queued instead
+    await writer.record(second)  # behind a queued line: queued too, never ahead of it
+    await writer.flushed()
+    written = [
+        json.loads(line)["actor"]["account_id"] for line in b"".join(sink.batches).splitlines()
+    ]
+    assert written == ["a", "b"] and sink.now == []
+    await writer.record(first)  # nothing queued any more: written at once
+    assert len(sink.now) == 1
+    assert writer.metrics.written._value.get() == 3
+    assert writer.metrics.sink_errors._value.get() == 1
+    await writer.drain(0.1)
 
 
 def _accounts(writes: list[bytes]) -> list[str]:
