@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench.callgrind import control, instructions, under_callgrind
+
 SWITCHES = (
     "noadmit",
     "notext",
@@ -161,7 +163,7 @@ def _opcodes_by_file(out: Path, calls: int) -> tuple[float, dict[str, float]]:
 def _counting(pid: int, callgrind: bool, opcodes: bool, on: bool) -> None:
     """Start (or stop) counting instructions (callgrind) and Python opcodes in `pid`."""
     if callgrind:
-        _count(pid, on=on)
+        control(pid, ("-i", "on" if on else "off"))
     if opcodes:
         os.kill(pid, signal.SIGUSR1 if on else signal.SIGUSR2)
         time.sleep(0.3 if on else 2.0)  # the tracer is on / the counts are written
@@ -192,20 +194,6 @@ def _switch_off_added_parts(switches: set[str]) -> None:
         from service import bad_input
 
         bad_input.setup_bad_input = lambda app: None
-
-
-def _callgrind(command: list[str], out: Path) -> list[str]:
-    return ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-            f"--callgrind-out-file={out}", *command]  # fmt: skip
-
-
-def _instructions(out: Path) -> int:
-    """The instructions callgrind counted (its `totals:` line; `summary:` may say 0)."""
-    counts = [int(line.split()[1]) for line in out.read_text().splitlines()
-              if line.startswith(("totals:", "summary:"))]  # fmt: skip
-    if not counts:
-        raise RuntimeError(f"no totals in {out}")
-    return max(counts)
 
 
 def _thousands(count: float) -> str:
@@ -257,13 +245,6 @@ def _syscalls(tracer: subprocess.Popen[bytes], out: Path, calls: int) -> str:
     total = sum(n for n, _ in counts)
     top = ", ".join(f"{name} {n / calls:.2f}" for n, name in counts[:6])
     return f"{total / calls:.1f} system calls a call ({top})"
-
-
-def _count(pid: int, on: bool) -> None:
-    import subprocess
-
-    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(pid)],
-                   check=True, capture_output=True)  # fmt: skip
 
 
 def _variant(variant: str, dsn: str, our_port: int, access: Any) -> tuple[int, list[str], Any, str]:
@@ -318,7 +299,7 @@ def measure(
             out = logs / f"callgrind.{variant}.{number + 1}.out"
             port, command, request, expect = _variant(variant, data.dsn, cfg.port, access)
             if callgrind:
-                command = _callgrind(command, out)
+                command = under_callgrind(command, out)
             counted_ops = logs / f"opcodes.{variant}.{number + 1}.json"
             if opcodes:
                 env[OPCODES_FILE] = str(counted_ops)
@@ -342,7 +323,7 @@ def measure(
             if done.errors:
                 raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
             per_call = cpu.per_call_ms(done.completed)
-            counted = _instructions(out) / done.completed if callgrind else math.nan
+            counted = instructions(out) / done.completed if callgrind else math.nan
             results[variant].append(
                 (per_call["server"], per_call["postgres"], done.rps, counted)
             )  # fmt: skip

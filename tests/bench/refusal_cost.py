@@ -51,6 +51,7 @@ from typing import Any
 
 import msgspec
 
+from tests.bench.callgrind import control, instructions, under_callgrind
 from tests.bench.loadgen import Request
 
 KINDS = ("rate", "expired", "signature", "garbage", "notoken", "oversized")
@@ -173,11 +174,7 @@ def _print_profile(profile: cProfile.Profile) -> None:
 
 def _callgrind(on: bool) -> None:
     """Count from here (zeroed), or stop counting and dump what was counted as a part."""
-    steps = (("-z",), ("-i", "on")) if on else (("-i", "off"), ("-d",))
-    for step in steps:
-        subprocess.run(
-            ["callgrind_control", *step, str(os.getpid())], check=True, capture_output=True
-        )
+    control(os.getpid(), *((("-z",), ("-i", "on")) if on else (("-i", "off"), ("-d",))))
 
 
 async def _measure(plan: Plan) -> dict[str, float]:
@@ -328,13 +325,8 @@ def _run_child(plan: Plan, tree: Path | None) -> dict[str, float]:
         env["PYTHONPATH"] = str(tree)
     command = [sys.executable, "-m", "tests.bench.refusal_cost", "--child"]
     if plan.callgrind:
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={tempfile.gettempdir()}/refusal_cost.%p.out",
-            *command,
-        ]
+        out = f"{tempfile.gettempdir()}/refusal_cost.%p.out"
+        command = under_callgrind(command, out)
     done = subprocess.run(
         command, cwd=cwd, env=env, input=msgspec.json.encode(plan), capture_output=True, check=False
     )
@@ -351,9 +343,7 @@ def _callgrind_counts() -> list[int]:
     keep = os.environ.get("REFUSAL_COST_KEEP")
     parts = []
     for path in sorted(Path(tempfile.gettempdir()).glob("refusal_cost.*.out.*")):
-        for line in path.read_text().splitlines():
-            if line.startswith("totals:"):
-                parts.append(int(line.split()[1]))
+        parts.append(instructions(path))
         if keep is None:
             path.unlink()
         else:
