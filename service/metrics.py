@@ -116,7 +116,8 @@ class Metrics:
             ("limit",),
         )
         self.inflight = gauge(
-            "inflight_requests", "Admitted requests being served by this process."
+            "inflight_requests",
+            "Requests whose method runs here (admitted, or overlapping their admission).",
         )
         self.concurrency_limit = gauge(
             "limit_concurrency_requests",
@@ -316,11 +317,12 @@ class Metrics:
         observe(size, max(response_bytes, 0))
 
     def request_started(self) -> None:
-        """An admitted request starts (in-flight gauge +1)."""
+        """A request's method starts (in-flight gauge +1): an admitted request, or one whose
+        admission is still on its way (overlapped admission, docs/decisions/limits.md)."""
         self.inflight.inc()
 
     def request_finished(self) -> None:
-        """An admitted request ends (in-flight gauge -1)."""
+        """That request's method ended (in-flight gauge -1)."""
         self.inflight.dec()
 
     def limit_refused(self, limit: str) -> None:

@@ -65,8 +65,10 @@ class Authorization:
         self._check_scope()
 
     async def confirm(self) -> Caller:
-        """Read the approval on its own unless already confirmed (AuthError, Unavailable)."""
+        """Read the approval on its own unless already read (AuthError, Unavailable); once
+        read, raise again what reading it raised (401, or 403 for a required scope)."""
         if self._caller.confirmed:
+            self._check_scope()
             return self._caller
         if self._refusal is not None:
             raise self._refusal

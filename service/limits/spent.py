@@ -48,6 +48,11 @@ class SpentBudgets:
             self._spent.clear()
         self._spent[approval_id] = _Spent(time.monotonic(), decision)
 
+    def holds(self, approval_id: UUID) -> bool:
+        """Whether `approval_id` is known to be spent now (nothing counted, nothing made)."""
+        spent = self._spent.get(approval_id)
+        return spent is not None and time.monotonic() < spent.until
+
     def refusal(self, approval_id: UUID) -> LimitExceeded | None:
         """The 429 the shared limiter would answer now for `approval_id`, or None when it
         is not known to be spent (or its next token is due: then Redis decides again)."""

@@ -6,7 +6,8 @@
    known tool's scope is required (403);
 2. the session (2025 revisions): 404 ended or unknown, 400 another revision;
 3. notifications: 202, nothing more;
-4. limits (429), held while the method answers;
+4. limits (429), held while the method answers; the admission's Redis call may run while
+   the method does (`Admission.begin`), and then its refusal replaces the method's answer;
 5. the method: unknown (-32601), its params (-32602), then what it answers.
 
 Every failure becomes an answer at one boundary (service/mcp/answers.py), and no answer
@@ -25,11 +26,14 @@ from service import headers as h
 from service.errors import (
     InvalidParams,
     InvalidRequest,
+    LimitExceeded,
     MethodNotFound,
     SessionNotFound,
     Unavailable,
 )
 from service.keys import ADMISSION, CATALOG, DB_POOL, METRICS, SESSIONS
+from service.limits.admission import Admission, Grant
+from service.limits.shared import Admitting
 from service.mcp import answers
 from service.mcp import protocol as p
 from service.mcp.calls import call_tool
@@ -178,23 +182,50 @@ async def _answer(call: Call) -> Answer:
     if call.id is None:
         return Answer(b"", 202)
     admission = call.app.get(ADMISSION)
-    grant = None if admission is None else await admission.acquire(call.request_id, call.caller)
-    metrics = call.app[METRICS]
-    metrics.request_started()
+    if admission is None:
+        return await _run_method(call)
+    # The admission's Redis call overlaps the method when it likely admits (`begin`);
+    # otherwise the request waits for its admission first.
+    early = admission.begin(call.request_id, call.caller)
+    grant = None if early is not None else await admission.acquire(call.request_id, call.caller)
     try:
-        answer = await _method(call)(call)
-    except Exception as err:
-        answer = answers.failure(call.app, call.request_id, call.id, err)
+        answer = await _run_method(call)
+        if early is not None:
+            admitting, early = early, None  # from here, `settle` undoes it if cancelled
+            grant = await _settle(call, admission, admitting)
     finally:
-        metrics.request_finished()
-        if admission is not None and grant is not None:
+        if early is not None:
+            admission.abandon(early)  # cancelled or past the deadline before `settle`
+        if grant is not None:
             # The answer leaves once Redis freed the slot: the caller's next request may
             # reach another replica at once. The release is queued before the (bounded)
             # wait, so a client that disconnects (a cancelled handler) cannot leak it.
             await admission.release(grant)
-    if grant is not None:
-        answer.headers.update(grant.headers())  # RateLimit-Policy / RateLimit
+    assert grant is not None  # acquired, or settled: a refusal raised
+    answer.headers.update(grant.headers())  # RateLimit-Policy / RateLimit
     return answer
+
+
+async def _run_method(call: Call) -> Answer:
+    metrics = call.app[METRICS]
+    metrics.request_started()
+    try:
+        return await _method(call)(call)
+    except Exception as err:
+        return answers.failure(call.app, call.request_id, call.id, err)
+    finally:
+        metrics.request_finished()
+
+
+async def _settle(call: Call, admission: Admission, admitting: Admitting) -> Grant:
+    """The overlapped admission's grant; its refusal (429) replaces the method's answer,
+    unless the approval the method read was refused (401 and 403 come before limits)."""
+    try:
+        return await admission.settle(admitting)
+    except LimitExceeded:
+        if call.authorization.decided:
+            await call.authorization.confirm()  # raises the method's 401 or 403, if any
+        raise
 
 
 def _method(call: Call) -> Method:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from service.errors import ConfigError
 from service.settings.reading import (
+    flag,
     millis,
     non_negative_int,
     parse,
@@ -35,6 +36,10 @@ class Limits:
     redis_timeout_seconds: float = 0.25
     breaker_failures: int = 3
     breaker_cooldown_seconds: float = 1.0
+    # Opt-in: the admission's Redis call overlaps the request's work, and a refusal still
+    # replaces the answer; the concurrency caps then bound answers, not statements
+    # (docs/decisions/limits.md, Overlapped admission). False: admitted before any work.
+    admission_overlap: bool = False
 
 
 ADAPTIVE = "adaptive"
@@ -87,6 +92,7 @@ def read_limits(env: Mapping[str, str]) -> Limits:
         breaker_cooldown_seconds=parse(
             env, "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS", positive_float, 1.0
         ),
+        admission_overlap=parse(env, "ELOVA_ADMISSION_OVERLAP", flag, False),
     )
 
 

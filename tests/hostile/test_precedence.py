@@ -150,3 +150,28 @@ async def test_a_missing_scope_with_a_spent_budget_is_403_and_revoked_401(
     )
     for tool in tool_names(h):
         refused(await era.call(tool, {"workspaceId": "nope"}), 401, "invalid_token")
+
+
+@pytest.mark.parametrize("era_name", ["modern", "session"])
+async def test_a_refusal_overlapping_a_tool_that_read_a_revoked_approval_is_401(
+    make_hostile: HostileFactory, era_name: str
+) -> None:
+    """With overlapped admission on and nothing refused yet, the admission's Redis call
+    overlaps the tool (docs/decisions/limits.md, Overlapped admission): the tool's own
+    statement reads the approval revoked, the admission refuses the spent budget, and 401
+    is the answer, not 429."""
+    h = await make_hostile(LIMIT_APPROVAL_PER_MINUTE=BUDGET, ADMISSION_OVERLAP="true")
+    a = h.world.approvals["a"]
+    era = Era(h, a.token, era_name)
+    await era.open()
+    arguments = sample_arguments("get_many_executions", a.workspaces[0])
+    for _ in range(int(BUDGET)):
+        reply = await era.call("get_many_executions", arguments)
+        assert reply.status == 200, reply.body[:300]
+        if reply.headers["RateLimit"].startswith('"approval";r=0;'):
+            break
+    else:
+        raise AssertionError("the rate budget was never used up")
+    await _revoke(h, a)
+    refused(await era.call("get_many_executions", arguments), 401, "invalid_token")
+    refused(await era.call("get_execution_stats", {"workspaceId": "nope"}), 401, "invalid_token")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+import pytest
+
 from service.app import create_app
 from service.config import Config
 from service.keys import METRICS
@@ -26,10 +28,14 @@ class Recorder:
         return [args for called, args in self.calls if called == name]
 
 
+@pytest.mark.parametrize(("overlap", "in_flight"), [("true", 4), ("false", 3)])
 async def test_transport_reports_each_rpc(
-    aiohttp_client: ClientFactory, make_config: Callable[..., Config]
+    aiohttp_client: ClientFactory, make_config: Callable[..., Config], overlap: str, in_flight: int
 ) -> None:
-    app = create_app(make_config(LIMIT_APPROVAL_PER_MINUTE="3"))
+    """The in-flight gauge counts the requests whose method ran: the admitted ones, and with
+    overlapped admission (opt-in) also the first refused one, whose method ran while
+    its admission's reply was on the way (docs/decisions/limits.md, Overlapped admission)."""
+    app = create_app(make_config(LIMIT_APPROVAL_PER_MINUTE="3", ADMISSION_OVERLAP=overlap))
     recorder = Recorder()
     app[METRICS] = cast(Metrics, recorder)
     client = await aiohttp_client(app)
@@ -54,5 +60,5 @@ async def test_transport_reports_each_rpc(
     ]
     assert all(size > 0 for *_rest, size in recorder.named("observe_rpc"))
     assert recorder.named("limit_refused") == [("approval",)]  # counted once (by admission)
-    assert len(recorder.named("request_started")) == 3
-    assert len(recorder.named("request_finished")) == 3
+    assert len(recorder.named("request_started")) == in_flight
+    assert len(recorder.named("request_finished")) == in_flight
