@@ -38,8 +38,21 @@ def replica_database(private_cluster: PrivateCluster) -> str:
         conn = await asyncpg.connect(private_cluster.primary_dsn(DATABASE))
         try:
             await migrate(conn)
+            written = await conn.fetchval("SELECT pg_current_wal_lsn()")
         finally:
             await conn.close()
+        # The standby has the database and its schema once it replayed past them: on a slow
+        # disk that takes a moment, and a test that connects before sees no such database.
+        standby = await asyncpg.connect(private_cluster.standby_dsn())
+        try:
+            for _ in range(600):
+                if await standby.fetchval("SELECT pg_last_wal_replay_lsn() >= $1", written):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the standby did not replay the new database in 30 s")
+        finally:
+            await standby.close()
 
     asyncio.run(make())
     return DATABASE
