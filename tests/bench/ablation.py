@@ -8,8 +8,10 @@ A variant is `base` (the service as shipped), `bare` (the rows without MCP:
 tests/bench/reference.py), `same` (the same-answer ceiling, our exact bytes:
 tests/bench/same_answer.py, the ceiling of `make bench`) or a comma list of the switches
 below, e.g. `noadmit,notext`. Each round starts every variant's server afresh and
-measures a fixed number of calls (16 connections) with the CPU account of section 1: the
-server's, PostgreSQL's and Redis's CPU a call. Medians and minimums over the rounds are
+measures a fixed number of calls (16 connections unless `--connections`; with
+`--redis-delay-ms`, Redis behind a proxy that delays each direction, as one network hop
+away) with the CPU account of section 1: the server's, PostgreSQL's and Redis's CPU a
+call. Medians and minimums over the rounds are
 printed: on this shared machine one run moves ±15 %, so compare only variants measured
 side by side, and expect parts that cost < 0.05 ms a call to stay inside the noise.
 
@@ -26,6 +28,8 @@ prints the server's user and system CPU.
 The switches replace code of the service in the measured process only (`serve` below):
 
 - noadmit   admission takes nothing (no Redis calls);
+- overlap   the opt-in overlapped admission (ELOVA_ADMISSION_OVERLAP=true): the admission's
+            Redis call runs while the method does;
 - notext    the MCP text block holds one character instead of the result's JSON;
 - nolog     no request-log middleware (request id, HTTP metrics, access line);
 - nometrics every metric call is a no-op;
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
 import signal
@@ -47,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +60,7 @@ from tests.bench.callgrind import control, instructions, under_callgrind
 
 SWITCHES = (
     "noadmit",
+    "overlap",
     "notext",
     "nolog",
     "nometrics",
@@ -67,12 +74,18 @@ SWITCHES = (
 def serve(switches: set[str]) -> int:
     """`elova-mcp serve` with `switches` applied (run in the measured process)."""
     if "noadmit" in switches:
-        from service.limits.admission import Admission
+        from service.limits.admission import Admission, Grant
+        from service.limits.budget import Budget
 
-        async def acquire(self: Any, request_id: str, caller: Any) -> None:
-            return None
+        async def acquire(self: Any, request_id: str, caller: Any) -> Grant:
+            # Released already: nothing to free, and the same headers every time.
+            budget = Budget(self.limits.approval_per_minute, 1e9)
+            return Grant(request_id, caller.account_id, caller.approval_id, False, budget, True)
 
-        Admission.acquire = acquire  # type: ignore[assignment,method-assign]
+        Admission.acquire = acquire  # type: ignore[method-assign]
+        Admission.begin = lambda self, request_id, caller: None  # type: ignore[method-assign]
+    if "overlap" in switches:
+        os.environ["ELOVA_ADMISSION_OVERLAP"] = "true"
     if "notext" in switches:
         from service.mcp import calls
         from service.mcp import protocol as p
@@ -281,30 +294,74 @@ def measure(
     syscalls: bool = False,
     perf: bool = False,
     opcodes: bool = False,
+    connections: int = 16,
+    redis_delay_ms: float = 0.0,
 ) -> str:
     from tests.bench import scale
-    from tests.bench.servers import CpuAccount, job, load, running, service_env
+    from tests.bench.servers import service_env
     from tests.support.services import REDIS_URL, new_redis_prefix
 
     settings = scale.QUICK if quick else scale.FULL
     data, cfg, access = asyncio.run(scale.prepare(settings))
     logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
-    env = service_env(data.dsn, cfg.port, REDIS_URL, new_redis_prefix(), cfg.signing_key_pem)
+    with contextlib.ExitStack() as stack:
+        redis_url = REDIS_URL
+        if redis_delay_ms > 0:  # Redis one (simulated) network hop away
+            redis_url = stack.enter_context(_delayed(REDIS_URL, redis_delay_ms, logs))
+        env = service_env(data.dsn, cfg.port, redis_url, new_redis_prefix(), cfg.signing_key_pem)
+        return _rounds(data, cfg.port, env, logs, rounds, calls, variants, access, callgrind,
+                       syscalls, perf, opcodes, connections, redis_delay_ms)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _delayed(redis_url: str, delay_ms: float, logs: Path) -> Iterator[str]:
+    """The URL of a delay proxy (tests/bench/delay_proxy.py) in front of `redis_url`."""
+    from urllib.parse import urlsplit
+
+    from tests.bench.servers import free_port, python, running
+
+    target = urlsplit(redis_url)
+    port = free_port()
+    command = python("-m", "tests.bench.delay_proxy", "--port", str(port),
+                     "--target", f"{target.hostname}:{target.port or 6379}",
+                     "--delay-ms", str(delay_ms))  # fmt: skip
+    with running("delay-proxy", command, port, dict(os.environ), logs):
+        yield target._replace(netloc=f"127.0.0.1:{port}").geturl()
+
+
+def _rounds(
+    data: Any,
+    our_port: int,
+    env: dict[str, str],
+    logs: Path,
+    rounds: int,
+    calls: int,
+    variants: list[str],
+    access: Any,
+    callgrind: bool,
+    syscalls: bool,
+    perf: bool,
+    opcodes: bool,
+    connections: int,
+    redis_delay_ms: float,
+) -> str:
+    from tests.bench.servers import CpuAccount, job, load, running
+
     if callgrind:  # ~50x slower there: a Redis reply must not outlast the client's timeout
         env["ELOVA_REDIS_TIMEOUT_MS"] = "10000"
-    results: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in variants}
+    results: dict[str, list[tuple[float, float, float, float, float]]] = {v: [] for v in variants}
     for number in range(rounds):
         for variant in variants:
             # One file a run, kept for callgrind_annotate (its path is printed).
             out = logs / f"callgrind.{variant}.{number + 1}.out"
-            port, command, request, expect = _variant(variant, data.dsn, cfg.port, access)
+            port, command, request, expect = _variant(variant, data.dsn, our_port, access)
             if callgrind:
                 command = under_callgrind(command, out)
             counted_ops = logs / f"opcodes.{variant}.{number + 1}.json"
             if opcodes:
                 env[OPCODES_FILE] = str(counted_ops)
             with running("ablation", command, port, env, logs) as server:
-                load(job(port, [request], concurrency=16, warmup_seconds=1.0,
+                load(job(port, [request], concurrency=connections, warmup_seconds=1.0,
                          duration_seconds=1.0, expect=expect))  # fmt: skip
                 _counting(server.pid, callgrind, opcodes, on=True)
                 traced = logs / f"strace.{variant}.{number + 1}.out"
@@ -313,7 +370,7 @@ def measure(
                 sampler = _perf(server.pid, sampled) if perf else None
                 user, system = _user_system(server.pid)
                 with CpuAccount(server.pid) as cpu:
-                    done = load(job(port, [request], concurrency=16, warmup_seconds=0.0,
+                    done = load(job(port, [request], concurrency=connections, warmup_seconds=0.0,
                                     duration_seconds=900.0 if callgrind else 120.0,
                                     max_requests=calls, expect=expect))  # fmt: skip
                 user_after, system_after = _user_system(server.pid)
@@ -325,14 +382,15 @@ def measure(
             per_call = cpu.per_call_ms(done.completed)
             counted = instructions(out) / done.completed if callgrind else math.nan
             results[variant].append(
-                (per_call["server"], per_call["postgres"], done.rps, counted)
+                (per_call["server"], per_call["postgres"], done.rps, counted, done.p50_ms)
             )  # fmt: skip
             split = (
                 f"user {1000 * (user_after - user) / done.completed:.3f} ms, system "
                 f"{1000 * (system_after - system) / done.completed:.3f} ms"
             )
             print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms ({split}), "
-                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s"
+                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s, "
+                  f"p50 {done.p50_ms:.2f} ms"
                   + (f", {counted / 1000:,.0f}k instructions a call ({out})" if callgrind else "")
                   + (f"; {traced_text}" if traced_text else "")
                   + (f"; perf samples in {sampled}" if perf else ""),
@@ -340,11 +398,13 @@ def measure(
             if opcodes:
                 _print_opcodes(counted_ops, done.completed)
     lines = [
-        f"{rounds} rounds of {calls} calls, {data.executions:,} executions",
+        f"{rounds} rounds of {calls} calls on {connections} connections, "
+        f"{data.executions:,} executions"
+        + (f", Redis {redis_delay_ms} ms away each way" if redis_delay_ms else ""),
         "",
-        "| variant | server CPU a call, median (min) ms | PostgreSQL ms | req/s "
+        "| variant | server CPU a call, median (min) ms | PostgreSQL ms | req/s | p50 ms "
         "| instructions a call (callgrind) |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for variant, runs in results.items():
         own = [r[0] for r in runs]
@@ -352,6 +412,7 @@ def measure(
             f"| {variant} | {statistics.median(own):.3f} ({min(own):.3f}) "
             f"| {statistics.median(r[1] for r in runs):.3f} "
             f"| {statistics.median(r[2] for r in runs):.0f} "
+            f"| {statistics.median(r[4] for r in runs):.2f} "
             f"| {_thousands(statistics.median(r[3] for r in runs))} |"
         )
     return "\n".join(lines) + "\n"
@@ -369,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the 200k-execution data set")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--connections", type=int, default=16, help="concurrent connections")
+    parser.add_argument(
+        "--redis-delay-ms", type=float, default=0.0, help="Redis behind a delay proxy (each way)"
+    )
     parser.add_argument("--callgrind", action="store_true", help="count instructions too")
     parser.add_argument(
         "--syscalls", action="store_true", help="count system calls too (strace -c)"
@@ -396,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             syscalls=args.syscalls,
             perf=args.perf,
             opcodes=args.opcodes,
+            connections=args.connections,
+            redis_delay_ms=args.redis_delay_ms,
         )
     )
     return 0
