@@ -235,8 +235,13 @@ def text_content(structured: bytes) -> msgspec.Raw:
     it, made from the bytes: a string's JSON escapes `"`, `\\` and control characters, and
     the only control characters JSON holds raw are the whitespace between its tokens (none
     in msgspec's own output; a Raw field copied from the store may have some: that text
-    takes msgspec's path). Decoding the page to str and encoding it again was a large part
-    of a tools/call, more so for a page holding characters past U+FFFF."""
+    takes msgspec's path). An ASCII page (most pages) takes msgspec's path too: its string
+    encoder escapes in one pass, about twice as fast as the two replaces (18.7 against
+    33.7 µs for an 18 KB page of 50 executions), and an ASCII str is one byte a character.
+    For a page with other characters, decoding to str and encoding again was the slower
+    way (a str of 2 or 4 bytes a character), most of all past U+FFFF."""
+    if structured.isascii():
+        return msgspec.Raw(b"".join((_TEXT_HEAD, encode(structured.decode("ascii")), _TEXT_TAIL)))
     if b"\n" in structured or b"\r" in structured or b"\t" in structured:
         return msgspec.Raw(encode([TextContent(text=structured.decode("utf-8"))]))
     escaped = structured.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
