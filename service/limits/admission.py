@@ -91,7 +91,6 @@ class Admission:
             if redis is not None
             else None
         )
-        self._overlap = limits.admission_overlap and self._shared is not None
 
     @property
     def degraded(self) -> bool:
@@ -138,7 +137,7 @@ class Admission:
         a moment ago (recent.py)."""
         shared = self._shared
         if (
-            not self._overlap
+            not self.limits.admission_overlap
             or shared is None
             or self._breaker.state is not State.CLOSED
             or self._recent.refused(caller)
@@ -161,20 +160,24 @@ class Admission:
 
     def _decided(self, answer: Decision | object | None, request_id: str, caller: Caller) -> Grant:
         if answer is UNANSWERED:
-            self._recent.remember(caller, None)
+            self._refused_recently(caller, None)
             raise self._refusals.unanswered()
-        shared = isinstance(answer, Decision)
         if isinstance(answer, Decision):
-            decision = answer
+            decision, shared = answer, True
         else:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
+            shared = False
         if not decision.admitted:
             if shared:
-                self._recent.remember(caller, decision.limit)
+                self._refused_recently(caller, decision.limit)
                 if decision.limit == APPROVAL and decision.retry_ms > 0:
                     self._spent.remember(caller.approval_id, decision)
             raise self._refusals.refusal(decision, shared)
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
+
+    def _refused_recently(self, caller: Caller, limit: str | None) -> None:
+        if self.limits.admission_overlap:  # the hint is `begin`'s alone (recent.py)
+            self._recent.remember(caller, limit)
 
     async def release(self, grant: Grant) -> None:
         """`release_soon`, then wait for Redis to confirm it: what the transport does

@@ -104,41 +104,42 @@ class SharedLimiter:
         is open: Redis is down, or a compensation cancelled this id); UNANSWERED for one
         failure while Redis is believed up."""
         try:
-            reply = await admitting.reply
+            await admitting.reply
         except asyncio.CancelledError as err:
             # The client went away mid-admission: the script may still run on the server.
-            _end(admitting, err)
-            self.breaker.abandon()
-            self._compensate(admitting)
+            self._gone(admitting, err)
             raise
-        except _FAILURES as err:
-            _end(admitting, err)
-            return self._failed_admission(admitting, err)
-        _end(admitting, None)
-        return self._answered(admitting, reply)
+        except _FAILURES:
+            pass  # the reply's failure is handled with its outcome
+        return self._outcome(admitting)
 
     def abandon(self, admitting: Admitting) -> None:
         """The request ended (cancelled, past its deadline) without waiting for its
         admission's reply: whatever the script decided or will decide is undone."""
         reply = admitting.reply
-        if not reply.done():
+        if not reply.done() or reply.cancelled():
             reply.cancel()  # the call is sent regardless (pipeline.py)
-            _end(admitting, asyncio.CancelledError())
-            self.breaker.abandon()
-            self._compensate(admitting)
+            self._gone(admitting, asyncio.CancelledError())
             return
-        err = None if reply.cancelled() else reply.exception()
+        decision = self._outcome(admitting)
+        if isinstance(decision, Decision) and decision.admitted:
+            caller = admitting.caller
+            self.release_soon(admitting.request_id, caller.account_id, caller.approval_id)
+
+    def _gone(self, admitting: Admitting, err: asyncio.CancelledError) -> None:
+        """Nobody waits for the reply any more: the script may still run, so undo it."""
         _end(admitting, err)
-        if reply.cancelled() or isinstance(err, asyncio.CancelledError):
-            self.breaker.abandon()
-            self._compensate(admitting)
-        elif err is not None:
-            self._failed_admission(admitting, err)
-        else:
-            decision = self._answered(admitting, reply.result())
-            if decision is not None and decision.admitted:
-                caller = admitting.caller
-                self.release_soon(admitting.request_id, caller.account_id, caller.approval_id)
+        self.breaker.abandon()
+        self._compensate(admitting)
+
+    def _outcome(self, admitting: Admitting) -> Decision | object | None:
+        """`decision`'s answer from a reply that came (a result or a failure)."""
+        reply = admitting.reply
+        err = reply.exception()
+        _end(admitting, err)
+        if err is not None:
+            return self._failed_admission(admitting, err)
+        return self._answered(admitting, reply.result())
 
     def _answered(self, admitting: Admitting, reply: Any) -> Decision | None:
         self._metrics.redis_call("admit", time.perf_counter() - admitting.started, False)
