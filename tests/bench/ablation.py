@@ -298,105 +298,68 @@ def measure(
     redis_delay_ms: float = 0.0,
 ) -> str:
     from tests.bench import scale
-    from tests.bench.servers import service_env
-    from tests.support.services import REDIS_URL, new_redis_prefix
+    from tests.bench.servers import CpuAccount, job, load, running, service_env
+    from tests.support.services import new_redis_prefix
 
     settings = scale.QUICK if quick else scale.FULL
     data, cfg, access = asyncio.run(scale.prepare(settings))
     logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
-    with contextlib.ExitStack() as stack:
-        redis_url = REDIS_URL
-        if redis_delay_ms > 0:  # Redis one (simulated) network hop away
-            redis_url = stack.enter_context(_delayed(REDIS_URL, redis_delay_ms, logs))
-        env = service_env(data.dsn, cfg.port, redis_url, new_redis_prefix(), cfg.signing_key_pem)
-        return _rounds(data, cfg.port, env, logs, rounds, calls, variants, access, callgrind,
-                       syscalls, perf, opcodes, connections, redis_delay_ms)  # fmt: skip
-
-
-@contextlib.contextmanager
-def _delayed(redis_url: str, delay_ms: float, logs: Path) -> Iterator[str]:
-    """The URL of a delay proxy (tests/bench/delay_proxy.py) in front of `redis_url`."""
-    from urllib.parse import urlsplit
-
-    from tests.bench.servers import free_port, python, running
-
-    target = urlsplit(redis_url)
-    port = free_port()
-    command = python("-m", "tests.bench.delay_proxy", "--port", str(port),
-                     "--target", f"{target.hostname}:{target.port or 6379}",
-                     "--delay-ms", str(delay_ms))  # fmt: skip
-    with running("delay-proxy", command, port, dict(os.environ), logs):
-        yield target._replace(netloc=f"127.0.0.1:{port}").geturl()
-
-
-def _rounds(
-    data: Any,
-    our_port: int,
-    env: dict[str, str],
-    logs: Path,
-    rounds: int,
-    calls: int,
-    variants: list[str],
-    access: Any,
-    callgrind: bool,
-    syscalls: bool,
-    perf: bool,
-    opcodes: bool,
-    connections: int,
-    redis_delay_ms: float,
-) -> str:
-    from tests.bench.servers import CpuAccount, job, load, running
-
-    if callgrind:  # ~50x slower there: a Redis reply must not outlast the client's timeout
-        env["ELOVA_REDIS_TIMEOUT_MS"] = "10000"
     results: dict[str, list[tuple[float, float, float, float, float]]] = {v: [] for v in variants}
-    for number in range(rounds):
-        for variant in variants:
-            # One file a run, kept for callgrind_annotate (its path is printed).
-            out = logs / f"callgrind.{variant}.{number + 1}.out"
-            port, command, request, expect = _variant(variant, data.dsn, our_port, access)
-            if callgrind:
-                command = under_callgrind(command, out)
-            counted_ops = logs / f"opcodes.{variant}.{number + 1}.json"
-            if opcodes:
-                env[OPCODES_FILE] = str(counted_ops)
-            with running("ablation", command, port, env, logs) as server:
-                load(job(port, [request], concurrency=connections, warmup_seconds=1.0,
-                         duration_seconds=1.0, expect=expect))  # fmt: skip
-                _counting(server.pid, callgrind, opcodes, on=True)
-                traced = logs / f"strace.{variant}.{number + 1}.out"
-                tracer = _strace(server.pid, traced) if syscalls else None
-                sampled = logs / f"perf.{variant}.{number + 1}.data"
-                sampler = _perf(server.pid, sampled) if perf else None
-                user, system = _user_system(server.pid)
-                with CpuAccount(server.pid) as cpu:
-                    done = load(job(port, [request], concurrency=connections, warmup_seconds=0.0,
-                                    duration_seconds=900.0 if callgrind else 120.0,
-                                    max_requests=calls, expect=expect))  # fmt: skip
-                user_after, system_after = _user_system(server.pid)
-                _stop(sampler)
-                _counting(server.pid, callgrind, opcodes, on=False)
-                traced_text = "" if tracer is None else _syscalls(tracer, traced, done.completed)
-            if done.errors:
-                raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
-            per_call = cpu.per_call_ms(done.completed)
-            counted = instructions(out) / done.completed if callgrind else math.nan
-            results[variant].append(
-                (per_call["server"], per_call["postgres"], done.rps, counted, done.p50_ms)
-            )  # fmt: skip
-            split = (
-                f"user {1000 * (user_after - user) / done.completed:.3f} ms, system "
-                f"{1000 * (system_after - system) / done.completed:.3f} ms"
-            )
-            print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms ({split}), "
-                  f"PostgreSQL {per_call['postgres']:.3f} ms, {done.rps:.0f} req/s, "
-                  f"p50 {done.p50_ms:.2f} ms"
-                  + (f", {counted / 1000:,.0f}k instructions a call ({out})" if callgrind else "")
-                  + (f"; {traced_text}" if traced_text else "")
-                  + (f"; perf samples in {sampled}" if perf else ""),
-                  file=sys.stderr, flush=True)  # fmt: skip
-            if opcodes:
-                _print_opcodes(counted_ops, done.completed)
+    with _redis_url(redis_delay_ms, logs) as redis_url:
+        env = service_env(data.dsn, cfg.port, redis_url, new_redis_prefix(), cfg.signing_key_pem)
+        if callgrind:  # ~50x slower there: a Redis reply must not outlast the client's timeout
+            env["ELOVA_REDIS_TIMEOUT_MS"] = "10000"
+        for number in range(rounds):
+            for variant in variants:
+                # One file a run, kept for callgrind_annotate (its path is printed).
+                out = logs / f"callgrind.{variant}.{number + 1}.out"
+                port, command, request, expect = _variant(variant, data.dsn, cfg.port, access)
+                if callgrind:
+                    command = under_callgrind(command, out)
+                counted_ops = logs / f"opcodes.{variant}.{number + 1}.json"
+                if opcodes:
+                    env[OPCODES_FILE] = str(counted_ops)
+                with running("ablation", command, port, env, logs) as server:
+                    load(job(port, [request], concurrency=connections, warmup_seconds=1.0,
+                             duration_seconds=1.0, expect=expect))  # fmt: skip
+                    _counting(server.pid, callgrind, opcodes, on=True)
+                    traced = logs / f"strace.{variant}.{number + 1}.out"
+                    tracer = _strace(server.pid, traced) if syscalls else None
+                    sampled = logs / f"perf.{variant}.{number + 1}.data"
+                    sampler = _perf(server.pid, sampled) if perf else None
+                    user, system = _user_system(server.pid)
+                    with CpuAccount(server.pid) as cpu:
+                        done = load(job(port, [request], concurrency=connections,
+                                        warmup_seconds=0.0,
+                                        duration_seconds=900.0 if callgrind else 120.0,
+                                        max_requests=calls, expect=expect))  # fmt: skip
+                    user_after, system_after = _user_system(server.pid)
+                    _stop(sampler)
+                    _counting(server.pid, callgrind, opcodes, on=False)
+                    traced_text = (
+                        "" if tracer is None else _syscalls(tracer, traced, done.completed)
+                    )
+                if done.errors:
+                    raise RuntimeError(f"{variant}: {done.errors} errors: {done.first_error[:300]}")
+                per_call = cpu.per_call_ms(done.completed)
+                counted = instructions(out) / done.completed if callgrind else math.nan
+                results[variant].append(
+                    (per_call["server"], per_call["postgres"], done.rps, counted, done.p50_ms)
+                )  # fmt: skip
+                split = (
+                    f"user {1000 * (user_after - user) / done.completed:.3f} ms, system "
+                    f"{1000 * (system_after - system) / done.completed:.3f} ms"
+                )
+                print(f"round {number + 1} {variant}: server {per_call['server']:.3f} ms "
+                      f"({split}), PostgreSQL {per_call['postgres']:.3f} ms, "
+                      f"{done.rps:.0f} req/s, p50 {done.p50_ms:.2f} ms"
+                      + (f", {counted / 1000:,.0f}k instructions a call ({out})"
+                         if callgrind else "")
+                      + (f"; {traced_text}" if traced_text else "")
+                      + (f"; perf samples in {sampled}" if perf else ""),
+                      file=sys.stderr, flush=True)  # fmt: skip
+                if opcodes:
+                    _print_opcodes(counted_ops, done.completed)
     lines = [
         f"{rounds} rounds of {calls} calls on {connections} connections, "
         f"{data.executions:,} executions"
@@ -416,6 +379,27 @@ def _rounds(
             f"| {_thousands(statistics.median(r[3] for r in runs))} |"
         )
     return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def _redis_url(delay_ms: float, logs: Path) -> Iterator[str]:
+    """The machine's Redis URL, or with `delay_ms` that of a delay proxy in front of it
+    (tests/bench/delay_proxy.py): Redis one (simulated) network hop away."""
+    from urllib.parse import urlsplit
+
+    from tests.bench.servers import free_port, python, running
+    from tests.support.services import REDIS_URL
+
+    if not delay_ms:
+        yield REDIS_URL
+        return
+    target = urlsplit(REDIS_URL)
+    port = free_port()
+    command = python("-m", "tests.bench.delay_proxy", "--port", str(port),
+                     "--target", f"{target.hostname}:{target.port or 6379}",
+                     "--delay-ms", str(delay_ms))  # fmt: skip
+    with running("delay-proxy", command, port, dict(os.environ), logs):
+        yield target._replace(netloc=f"127.0.0.1:{port}").geturl()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,8 @@
 
 The service connects through the proxy; `cut()` closes the listener and every open
 connection, so the next call fails the way it does when a dependency host goes away.
+With `delay`, every chunk is delivered that many seconds late in each direction, in order:
+a dependency one network hop away (tests/bench/delay_proxy.py runs one for benchmarks).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import contextlib
 
 
 class TcpProxy:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, *, delay: float = 0.0) -> None:
         self._target = (target_host, target_port)
+        self._delay = delay
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -36,6 +39,13 @@ class TcpProxy:
             task.add_done_callback(self._tasks.discard)
 
     async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        if self._delay:
+            loop = asyncio.get_running_loop()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):  # the same delay a chunk keeps order
+                    loop.call_later(self._delay, dst.write, data)
+            loop.call_later(self._delay, dst.close)
+            return
         with contextlib.suppress(OSError, asyncio.CancelledError):
             while data := await src.read(65536):
                 dst.write(data)
