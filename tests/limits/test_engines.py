@@ -278,9 +278,7 @@ async def test_sentinel_failover_mid_traffic_is_followed(
                 return r.address == ("127.0.0.1", new.port)
 
             await wait_for(on_new_master, timeout=5.0)
-        await wait_for(
-            lambda: not limiters[0].degraded and not limiters[1].degraded, timeout=5.0
-        )
+        await wait_for(lambda: not limiters[0].degraded and not limiters[1].degraded, timeout=5.0)
         assert await readyz_redis(one) == "ok" and await readyz_redis(two) == "ok"
         assert degraded_metric(one) == 0 and degraded_metric(two) == 0
     finally:  # a failed assertion must not leave the traffic running into the next test
