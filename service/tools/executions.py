@@ -274,7 +274,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
             position = [
                 _micros(as_of),
                 None if start is None else _micros(start),
-                _micros(last["sort_at"]),
+                last["sort_us"],
                 last["id"].bytes,
             ]
             next_cursor = ctx.cursors.issue(binding, scope.read_generation, position)

@@ -115,7 +115,7 @@ class SameAnswer:
             filters = [str(workspace_id), None, None, None, PERIOD, None]
             binding = self.cursors.binding(TOOL, caller, filters, limit)
             last = page[-1]
-            position = [_micros(as_of), None, _micros(last["sort_at"]), last["id"].bytes]
+            position = [_micros(as_of), None, last["sort_us"], last["id"].bytes]
             next_cursor = self.cursors.issue(binding, head["read_generation"], position)
         output = ManyExecutions(
             workspaceId=str(workspace_id),
