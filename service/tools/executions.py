@@ -9,6 +9,7 @@ start travel in the cursor, so a walk reads one stable window.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -20,7 +21,12 @@ from service.auth.caller import N8N_READ
 from service.errors import NotFound
 from service.rules.periods import window_start
 from service.rules.shaping import format_local, resolve_zone
-from service.store.reads.executions import FIRST_PAGE_PARAMETER, ONE_EXECUTION, page_query
+from service.store.reads.executions import (
+    FIRST_PAGE_PARAMETER,
+    ONE_EXECUTION,
+    ROW_COLUMNS,
+    page_query,
+)
 from service.store.reads.one_snapshot import one_snapshot, one_snapshot_unless
 from service.tools.base import (
     LimitArg,
@@ -101,57 +107,60 @@ class OneExecution(Output):
     history: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
-def shape_row(row: asyncpg.Record) -> ExecutionRow:
-    """A stored execution as the tools return it (cost absent / null / present as stored).
+def shape_row(row: Sequence[Any]) -> ExecutionRow:
+    """A stored execution as the tools return it (cost absent / null / present as stored),
+    from a row whose first columns are ROW_COLUMNS in their order (every execution
+    statement's are), unpacked by position.
 
     Run for every row of every page: the shortening of `shorten` is written out here (a
-    page of 50 rows would otherwise make 200 calls of it)."""
-    name = row["workflow_name"]
+    page of 50 rows would otherwise make 200 calls of it), and the Struct is built from
+    positional arguments in its field order."""
+    (
+        execution_id, instance_id, workflow_id, name, source_id, source_workflow_id, status,
+        started_at, created_at, stopped_at, observed_at, duration_ms, source_missing, _,
+        cost_state, cost_amount, cc_state, cc_priced, cc_unresolved, cc_excluded,
+        cc_observations, cc_missing_mapping, instance_name,
+    ) = row if len(row) == _ROW_WIDTH else row[:_ROW_WIDTH]  # fmt: skip
     name_cut = len(name) > WORKFLOW_NAME_LENGTH
     if name_cut:
         name = name[:WORKFLOW_NAME_LENGTH]
-    instance_name, source_id, source_workflow_id = (
-        row["instance_name"], row["source_id"], row["source_workflow_id"]
-    )  # fmt: skip
-    workflow_id = row["workflow_id"]
     out = ExecutionRow(
-        id=str(row["id"]),
-        instanceId=str(row["instance_id"]),
-        instanceName=instance_name
-        if len(instance_name) <= LABEL_LENGTH
-        else instance_name[:LABEL_LENGTH],
-        workflowId=None if workflow_id is None else str(workflow_id),
-        workflowName=name,
-        workflowNameTruncated=name_cut,
-        sourceId=source_id if len(source_id) <= LABEL_LENGTH else source_id[:LABEL_LENGTH],
-        sourceWorkflowId=source_workflow_id
+        str(execution_id),  # id
+        str(instance_id),  # instanceId
+        instance_name if len(instance_name) <= LABEL_LENGTH else instance_name[:LABEL_LENGTH],
+        None if workflow_id is None else str(workflow_id),  # workflowId
+        name,  # workflowName
+        name_cut,  # workflowNameTruncated
+        source_id if len(source_id) <= LABEL_LENGTH else source_id[:LABEL_LENGTH],
+        source_workflow_id  # sourceWorkflowId
         if len(source_workflow_id) <= LABEL_LENGTH
         else source_workflow_id[:LABEL_LENGTH],
-        status=row["status"],
-        startedAt=row["started_at"],
-        createdAt=row["created_at"],
-        stoppedAt=row["stopped_at"],
-        durationMs=row["duration_ms"],
-        observedAt=row["observed_at"],
-        sourceMissing=row["source_missing"],
+        status,
+        started_at,
+        created_at,
+        stopped_at,
+        duration_ms,
+        observed_at,
+        source_missing,
     )
-    cost_state = row["cost_state"]
     if cost_state == 1:
         out.cost = None
     elif cost_state == 2:
-        out.cost = cost_of(row["cost_amount"])
-    cc_state = row["cc_state"]
+        out.cost = cost_of(cost_amount)
     if cc_state is not None:
         out.costCoverage = CostCoverage(
             state=cc_state,
-            pricedComponents=row["cc_priced"],
-            unresolvedComponents=row["cc_unresolved"],
-            excludedComponents=row["cc_excluded"],
-            observations=row["cc_observations"],
+            pricedComponents=cc_priced,
+            unresolvedComponents=cc_unresolved,
+            excludedComponents=cc_excluded,
+            observations=cc_observations,
         )
-        if row["cc_missing_mapping"] is not None:
-            out.costCoverage.missingMappingObservations = row["cc_missing_mapping"]
+        if cc_missing_mapping is not None:
+            out.costCoverage.missingMappingObservations = cc_missing_mapping
     return out
+
+
+_ROW_WIDTH = len(ROW_COLUMNS)
 
 
 def _micros(value: datetime) -> int:

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import msgspec
 
+from service.store.reads.executions import ROW_COLUMNS
 from service.tools.executions import shape_row
 from tests.bench import peers
 from tests.bench.peers.fastmcp.shaping import shape as fastmcp_shape
@@ -111,7 +112,10 @@ ROWS = [
 
 
 def ours() -> bytes:
-    return msgspec.json.encode([shape_row(row) for row in ROWS])
+    """Our shaping of ROWS, each given as our statements return it: ROW_COLUMNS in order."""
+    return msgspec.json.encode(
+        [shape_row(tuple(row.get(name) for name in ROW_COLUMNS)) for row in ROWS]
+    )
 
 
 def test_the_fastmcp_peer_shapes_rows_as_ours() -> None:

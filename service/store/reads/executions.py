@@ -67,6 +67,17 @@ _STORED_COLUMNS = """
     e.sort_at, e.cost_state, e.cost_amount, e.cc_state, e.cc_priced, e.cc_unresolved,
     e.cc_excluded, e.cc_observations, e.cc_missing_mapping"""
 _ROW_COLUMNS = f"{_EXECUTION_COLUMNS}, i.name AS instance_name"
+# The names of `_ROW_COLUMNS`, in order. Every statement here that reads execution rows (a
+# page, the first page, one execution) returns them first, so the tool unpacks a row by
+# position (service/tools/executions.py shape_row): 20 name lookups of an asyncpg Record a
+# row were a third of shaping a page. tests/store/test_execution_columns.py holds each
+# statement to this order.
+ROW_COLUMNS = (
+    "id", "instance_id", "workflow_id", "workflow_name", "source_id", "source_workflow_id",
+    "status", "started_at", "created_at", "stopped_at", "observed_at", "duration_ms",
+    "source_missing", "sort_us", "cost_state", "cost_amount", "cc_state", "cc_priced",
+    "cc_unresolved", "cc_excluded", "cc_observations", "cc_missing_mapping", "instance_name",
+)  # fmt: skip
 
 # Each filter adds a constant condition (never text from the request): a statement per
 # filter combination, so every prepared plan can use the matching index for the keyset.
@@ -177,7 +188,8 @@ SELECT a.*, sc.*
 FIRST_PAGE_PARAMETER = 5  # the page's own parameters in `first_page_statement`: $5 on
 
 # `first_page_statement` returns the approval-and-scope row and the page's rows in one
-# column list: each half fills the other half's columns with typed nulls.
+# column list, the page's columns first (ROW_COLUMNS): each half fills the other half's
+# columns with typed nulls.
 _HEAD_NULLS = """NULL::uuid AS account_id, NULL::text AS client_id, NULL::int4 AS generation,
     NULL::text[] AS scopes, NULL::bool AS revoked, NULL::bool AS expired,
     NULL::uuid[] AS workspace_ids, NULL::text[] AS roles, NULL::text AS time_zone,
@@ -202,10 +214,10 @@ def first_page_statement(page_sql: str) -> str:
     (`head` true), then the page's rows, read only for a workspace the approval lists."""
     return f"""
 WITH a AS (SELECT * FROM approval_state($4))
-SELECT true AS head, a.*, sc.*, {_PAGE_NULLS}
+SELECT {_PAGE_NULLS}, true AS head, a.*, sc.*
   FROM a LEFT JOIN LATERAL ({_scope_sql(" AND $1 = ANY(a.workspace_ids)")}) sc ON true
 UNION ALL
-SELECT false, {_HEAD_NULLS}, p.*
+SELECT p.*, false, {_HEAD_NULLS}
   FROM ({page_sql}) p
  WHERE EXISTS (SELECT 1 FROM a WHERE $1 = ANY(a.workspace_ids))
 """
