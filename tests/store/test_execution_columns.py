@@ -1,7 +1,8 @@
 """Every statement that reads execution rows returns ROW_COLUMNS first, in their order:
 the tools unpack a row by position (service/tools/executions.py shape_row), so a column
 added, moved or renamed in one statement but not in the tuple would shift every field of
-every answer. Each statement is prepared on the test database and its columns compared."""
+every answer. Each statement is prepared on the test database and its columns compared,
+and ExecutionRow's fields are held to the order shape_row passes them in."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from service.store.reads.executions import (
     first_page_statement,
     page_query,
 )
+from service.tools.executions import ExecutionRow
 
 FILTERS = {
     "instance": ("00000000-0000-0000-0000-000000000001",),
@@ -56,3 +58,13 @@ async def test_one_execution_returns_the_row_columns_then_its_history(
     db_pool: asyncpg.Pool,
 ) -> None:
     assert await _columns(db_pool, ONE_EXECUTION) == [*ROW_COLUMNS, "history"]
+
+
+def test_shape_row_passes_the_execution_fields_in_their_order() -> None:
+    """shape_row builds ExecutionRow from positional arguments: its fields must stay in the
+    order the call passes them (moving one would put a value under another name)."""
+    assert ExecutionRow.__struct_fields__[:15] == (
+        "id", "instanceId", "instanceName", "workflowId", "workflowName",
+        "workflowNameTruncated", "sourceId", "sourceWorkflowId", "status", "startedAt",
+        "createdAt", "stoppedAt", "durationMs", "observedAt", "sourceMissing",
+    )  # fmt: skip
