@@ -249,8 +249,8 @@ async def read_first_page(
     rows = await conn.fetch(
         sql, workspace_id, instance_id, workflow_id, approval_id, *page_arguments
     )
-    head = next((row for row in rows if row["head"]), None)
-    page = [row for row in rows if not row["head"]]
+    head = next((row for row in rows if row[_HEAD_AT]), None)
+    page = [row for row in rows if not row[_HEAD_AT]]
     # UNION ALL keeps each half's order in practice but SQL does not promise it, and an
     # outer ORDER BY made PostgreSQL plan the statement anew on every call (its generic
     # plan cannot know the LIMIT): sorting the ≤ 51 rows here costs a pass when in order.
@@ -258,4 +258,7 @@ async def read_first_page(
     return head, page
 
 
-_page_order = itemgetter("sort_us", "id")  # a page's order: newest first, then by id
+# A page's order, newest first, then by id; and where a first-page row says which half it is
+# from. Read by position, as shape_row reads the rest (ROW_COLUMNS).
+_page_order = itemgetter(ROW_COLUMNS.index("sort_us"), ROW_COLUMNS.index("id"))
+_HEAD_AT = len(ROW_COLUMNS)
