@@ -1,10 +1,12 @@
 """Counting and observing without prometheus-client's per-call checks.
 
-Every request, refusals included, counts once and observes three or four histograms. These
-two functions skip prometheus-client's checks (a labelled child, a positive amount: both
-hold by construction in service/metrics.py), its walk of the buckets and its lock. They read the
-children's fields of prometheus-client 0.26 (pinned); tests/ops/test_metrics.py compares
-the exposition with prometheus-client's own observe, so a version that moves them fails.
+Every request, refusals included, counts once and observes three or four histograms; a
+tools/call also observes its statement and its two Redis calls and moves the in-flight
+gauge twice. These functions skip prometheus-client's checks (a labelled child, a positive
+amount for a counter or a histogram: both hold by construction in service/metrics.py), its
+walk of the buckets and its lock. They read the children's fields of prometheus-client 0.26
+(pinned); tests/ops/test_metrics.py compares the exposition with prometheus-client's own
+observe, so a version that moves them fails.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from prometheus_client.values import MutexValue
 def count(child: Any) -> None:
     """`child.inc()` of a labelled Counter child."""
     _add(child._value, 1)
+
+
+def shift(gauge: Any, amount: float) -> None:
+    """`gauge.inc(amount)` of an unlabelled Gauge (amount < 0: `dec`)."""
+    _add(gauge._value, amount)
 
 
 def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:

@@ -56,7 +56,7 @@ from service.metric_labels import (
     bounded,
     http_status_label,
 )
-from service.metric_updates import count, observe
+from service.metric_updates import count, observe, shift
 from service.overload_metrics import OverloadMetrics
 from service.trace_ids import current_trace_ids
 
@@ -319,11 +319,11 @@ class Metrics:
     def request_started(self) -> None:
         """A request's method starts (in-flight gauge +1): an admitted request, or one whose
         admission is still on its way (overlapped admission, docs/decisions/limits.md)."""
-        self.inflight.inc()
+        shift(self.inflight, 1)
 
     def request_finished(self) -> None:
         """That request's method ended (in-flight gauge -1)."""
-        self.inflight.dec()
+        shift(self.inflight, -1)
 
     def limit_refused(self, limit: str) -> None:
         """A 429: limit is global | account | approval | account_daily."""
@@ -345,14 +345,14 @@ class Metrics:
     def db_call(self, operation: str, seconds: float, error: bool) -> None:
         """One PostgreSQL call (operation: a fixed name such as the tool or 'auth')."""
         label = bounded(operation, DB_OPERATIONS)
-        self._child(self.db_latency, label).observe(max(seconds, 0.0))
+        observe(self._child(self.db_latency, label), max(seconds, 0.0))
         if error:
             self.db_errors.labels(label).inc()
 
     def redis_call(self, operation: str, seconds: float, error: bool) -> None:
         """One Redis call (operation: admit | release | session | other)."""
         label = bounded(operation, REDIS_OPERATIONS)
-        self._child(self.redis_latency, label).observe(max(seconds, 0.0))
+        observe(self._child(self.redis_latency, label), max(seconds, 0.0))
         if error:
             self.redis_errors.labels(label).inc()
 

@@ -191,8 +191,8 @@ def _python() -> str:
 
 
 def test_per_request_fast_paths_expose_what_prometheus_client_would() -> None:
-    """`count` and `observe` read prometheus-client's fields: a new version that moved them
-    fails here, not on a scrape."""
+    """`count`, `observe` and `shift` read prometheus-client's fields: a new version that
+    moved them fails here, not on a scrape."""
     amounts = [0.0, 0.0004, 0.001, 0.0025, 0.07, 3.0, 10.0, 1e9, float("inf"), float("nan")]
     expositions = []
     for fast in (False, True):
@@ -201,14 +201,20 @@ def test_per_request_fast_paths_expose_what_prometheus_client_would() -> None:
             "h", "h", ["a"], registry=registry, buckets=(0.001, 0.0025, 0.05, 10.0)
         )
         counter = prometheus_client.Counter("c", "c", ["a"], registry=registry)
+        gauge = prometheus_client.Gauge("g", "g", registry=registry)
         child, counted = histogram.labels("x"), counter.labels("x")
-        for amount in amounts:
+        for step, amount in enumerate(amounts):
             if fast:
                 updates.observe(child, amount)
                 updates.count(counted)
+                updates.shift(gauge, 1 if step % 3 else -1)
             else:
                 child.observe(amount)
                 counted.inc()
+                if step % 3:
+                    gauge.inc()
+                else:
+                    gauge.dec()
         expositions.append(prometheus_client.generate_latest(registry).decode())
     strip = [
         "\n".join(line for line in text.splitlines() if "_created" not in line)
