@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from service.limits.admission import Admission
 from service.limits.route import ClusterRoute, StandaloneRoute
 from tests.limits.conftest import (
     ENGINE_CAP,
@@ -31,7 +32,7 @@ from tests.limits.traffic import (
     readyz_redis,
     run_traffic,
 )
-from tests.support.engines_redis import RedisClusterSet, RedisSentinelSet
+from tests.support.engines_redis import Node, RedisClusterSet, RedisSentinelSet
 from tests.support.services import new_redis_prefix
 
 # failovers and switchovers followed within bounded seconds: run with no other test beside
@@ -184,6 +185,25 @@ async def sentinel_replicas(
     return await start_replica(**settings), await start_replica(**settings)
 
 
+async def followed_to_new_master(
+    limiters: list[Admission], sentinels: RedisSentinelSet, old: Node, *, named_within: float
+) -> Node:
+    """The master sentinels[0] names once it no longer names `old` (within `named_within`
+    seconds), after each limiter's route points at it (within 5 s more)."""
+    await wait_for(lambda: sentinels.master_port() != old.port, timeout=named_within)
+    new = sentinels.master()
+    for limiter in limiters:
+        assert limiter.pipeline is not None
+        route = limiter.pipeline.route
+        assert isinstance(route, StandaloneRoute)
+
+        def on_new_master(r: StandaloneRoute = route) -> bool:
+            return r.address == ("127.0.0.1", new.port)
+
+        await wait_for(on_new_master, timeout=5.0)
+    return new
+
+
 async def test_sentinel_keeps_limits_shared(
     start_replica: StartReplica, redis_sentinels: RedisSentinelSet
 ) -> None:
@@ -211,17 +231,8 @@ async def test_sentinel_switchover_mid_traffic_is_followed(
     with redis_sentinels.sentinels[0].client() as sentinel:
         sentinel.execute_command("SENTINEL", "FAILOVER", redis_sentinels.name)
     switched = time.monotonic()
-    await wait_for(lambda: redis_sentinels.master_port() != old.port, timeout=10.0)
-    new = redis_sentinels.master()
-    for limiter in limiters:  # the health check moves both off the old master
-        assert limiter.pipeline is not None
-        route = limiter.pipeline.route
-        assert isinstance(route, StandaloneRoute)
-
-        def on_new_master(r: StandaloneRoute = route) -> bool:
-            return r.address == ("127.0.0.1", new.port)
-
-        await wait_for(on_new_master, timeout=5.0)
+    # the health check moves both off the old master
+    new = await followed_to_new_master(limiters, redis_sentinels, old, named_within=10.0)
     moved = time.monotonic() - switched
     await wait_for(lambda: not any(limiter.degraded for limiter in limiters), timeout=5.0)
     traffic.cancel()
@@ -267,17 +278,7 @@ async def test_sentinel_failover_mid_traffic_is_followed(
         # The limiter asks the sentinels in turn and takes the first that names a master
         # up; sentinels[0] may learn of the promotion from the others' hello messages (every
         # 2 s) after that, so the test waits for it to agree before naming the new master.
-        await wait_for(lambda: redis_sentinels.master_port() != old.port, timeout=5.0)
-        new = redis_sentinels.master()
-        for limiter in limiters:
-            assert limiter.pipeline is not None
-            route = limiter.pipeline.route
-            assert isinstance(route, StandaloneRoute)
-
-            def on_new_master(r: StandaloneRoute = route) -> bool:
-                return r.address == ("127.0.0.1", new.port)
-
-            await wait_for(on_new_master, timeout=5.0)
+        await followed_to_new_master(limiters, redis_sentinels, old, named_within=5.0)
         await wait_for(lambda: not limiters[0].degraded and not limiters[1].degraded, timeout=5.0)
         assert await readyz_redis(one) == "ok" and await readyz_redis(two) == "ok"
         assert degraded_metric(one) == 0 and degraded_metric(two) == 0
