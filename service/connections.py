@@ -35,6 +35,7 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -250,6 +251,11 @@ class Connection(web.RequestHandler):
         self._serving = False
         self._refused = False
         self._pacing = RefusalPacing(gate.settings)
+        # When the last bytes came in (time.monotonic): once a request is complete, when it
+        # was complete. Load shedding's in-flight limit measures a request's latency from
+        # there, so the wait for the event loop before the app starts it is counted, and a
+        # client that trickles its head or body is not (its time starts at its last byte).
+        self.received_at = time.monotonic()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not self._gate.admit(self):
@@ -269,6 +275,7 @@ class Connection(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        self.received_at = time.monotonic()
         if data and not self._serving and self._head_since is None:
             self._gate.busy(self)
             loop = asyncio.get_running_loop()

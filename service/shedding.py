@@ -33,6 +33,7 @@ from aiohttp import hdrs, web
 
 from service import headers as h
 from service.auth.oauth.metadata import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
+from service.connections import Connection
 from service.keys import CONFIG, METRICS, OVERLOAD
 from service.overload import Overload
 from service.request_ids import new_request_id
@@ -88,13 +89,16 @@ async def shed_overload(request: web.Request, handler: Handler) -> web.StreamRes
 async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count the admitted requests of the shed routes, once their body is in (so a slow
     upload is not counted, docs/decisions/floods.md), and give each one's latency to the
-    in-flight limit."""
+    in-flight limit: from the moment its last bytes came in (the main listener's
+    connections know it; other servers' requests from now), so that the wait for the
+    event loop, behind every other connection's work, is part of what the limit sees."""
     if request.path not in REFUSALS:
         return await handler(request)
     overload = request.app[OVERLOAD]
     overload.inflight += 1
     inflight = overload.inflight
-    started = time.monotonic()
+    conn = request.protocol
+    started = conn.received_at if isinstance(conn, Connection) else time.monotonic()
     try:
         return await handler(request)
     finally:
