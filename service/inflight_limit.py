@@ -13,16 +13,21 @@ filter, on this replica's own latencies:
   (a replica under light load keeps it fresh); under load, every `BASELINE_INTERVAL` seconds
   (jittered; the first time after `FIRST_RECHECK`, the first baseline having met cold
   caches and new connections) the limit is held at `min_limit` until `BASELINE_SAMPLES`
-  requests that started inside that hold have finished. A window faster than the baseline
-  lowers it: latency at a higher concurrency is never really lower, so the baseline was
-  measured slow.
+  requests that started inside that hold have finished. A hold starts only at the end of a
+  window whose requests reached the limit (a window's worth of load that the limit holds
+  back): a replica the limit does not bind is never held, and neither is a burst shorter
+  than a window nor the first calls to a fresh or idle replica. Until the first baseline
+  the limit is `max_limit`, the fixed cap's value, and does not move. A window
+  faster than the baseline lowers it: latency at a higher concurrency is never really
+  lower, so the baseline was measured slow.
 - **Window**: at least `WINDOW_SECONDS` and `WINDOW_SAMPLES` admitted requests; its latency
   is their `PERCENTILE`.
 - **Update**, at the end of a window: gradient = baseline × (1 + `TOLERANCE`) ÷ window
   latency, clipped to [`MIN_GRADIENT`, `MAX_GRADIENT`]; new limit = gradient × limit +
   `HEADROOM`, smoothed (`SMOOTHING`) and kept within [min_limit, max_limit]. A window that
   never came near the limit (peak in flight under half of it) does not raise it: a limit
-  nobody uses says nothing about the latency at that limit.
+  nobody uses says nothing about the latency at that limit. A window restarts after a
+  pause of `WINDOW_SECONDS` with nothing finishing: an idle spell is not part of it.
 """
 
 from __future__ import annotations
@@ -91,19 +96,20 @@ class GradientLimit:
     baseline: float | None = None
     latency: float | None = None  # the last window's
     holding_since: float | None = None  # a baseline hold in progress, started then
-    next_hold: float = field(init=False)
+    next_hold: float = field(init=False)  # a busy window closing from then starts a hold
     windows: int = 0  # windows closed: updates made
     _window: list[float] = field(default_factory=list)
     _window_started: float = field(init=False)
     _peak: int = 0
+    _last_finished: float = field(init=False)
     _hold_samples: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.min_limit = min(self.min_limit, self.max_limit)
         self.limit = float(self.max_limit)
         self._window_started = self.now
-        self.holding_since = self.now  # no baseline yet: measure it first
-        self.next_hold = self.now
+        self._last_finished = self.now
+        self.next_hold = self.now  # no baseline yet: the first busy window measures it
 
     def current(self) -> int:
         if self.holding_since is not None:
@@ -119,14 +125,15 @@ class GradientLimit:
             if len(self._hold_samples) >= BASELINE_SAMPLES:
                 self._end_hold(finished)
             return self.current() != before
+        if started - self._last_finished > WINDOW_SECONDS:
+            self._restart_window(started)  # after an idle spell
+        self._last_finished = max(self._last_finished, finished)
         self._window.append(latency)
         self._peak = max(self._peak, inflight)
         if finished - self._window_started >= WINDOW_SECONDS and (
             len(self._window) >= WINDOW_SAMPLES
         ):
             self._close_window(finished)
-        if finished >= self.next_hold:
-            self._start_hold(finished)
         return self.current() != before
 
     def _start_hold(self, now: float) -> None:
@@ -139,6 +146,7 @@ class GradientLimit:
         self.holding_since = None
         self._hold_samples = []
         self._restart_window(now)
+        self._last_finished = now
         self.next_hold = now + interval * (1 + BASELINE_JITTER * self.jitter())
 
     def _restart_window(self, now: float) -> None:
@@ -150,11 +158,20 @@ class GradientLimit:
         latency = percentile(self._window, PERCENTILE)
         self.latency = latency
         self.windows += 1
-        assert self.baseline is not None
-        if self._peak <= self.min_limit:
+        busy = self._peak > self.min_limit
+        if not busy:
             # Nothing queued behind this window's requests: its latency is a baseline.
+            if self.baseline is None:
+                self.next_hold = now + FIRST_RECHECK * (1 + BASELINE_JITTER * self.jitter())
             self.baseline = latency
-        elif latency < self.baseline:
+        elif self._peak >= int(self.limit) and now >= self.next_hold:
+            self._restart_window(now)
+            self._start_hold(now)
+            return
+        if self.baseline is None:
+            self._restart_window(now)  # nothing to compare with yet: the cap holds
+            return
+        if busy and latency < self.baseline:
             # More in flight and yet faster: the baseline was measured slow (a cold start,
             # a neighbour's burst), and a limit computed from it would let a queue build.
             self.baseline = latency

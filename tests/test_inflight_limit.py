@@ -43,15 +43,53 @@ def fresh(max_limit: int = 20) -> GradientLimit:
     return GradientLimit(il.MIN_LIMIT, max_limit, now=0.0, jitter=lambda: 0.5)
 
 
-def test_it_measures_a_baseline_first_holding_the_limit_at_its_minimum() -> None:
+def test_the_first_busy_window_measures_a_baseline_holding_the_limit_at_its_minimum() -> None:
     limit = fresh()
-    assert limit.current() == il.MIN_LIMIT and limit.baseline is None
+    assert limit.current() == 20 and limit.baseline is None  # the fixed cap's value at first
+    for i in range(il.WINDOW_SAMPLES):  # a window with 20 in flight: at the limit
+        limit.observe(i * 0.004, i * 0.004 + 10 * MS, 20)
+    assert limit.holding_since is not None and limit.current() == il.MIN_LIMIT
+    start = limit.holding_since
     for i in range(il.BASELINE_SAMPLES - 1):
-        limit.observe(i * 0.01, i * 0.01 + 2 * MS, 1)
+        limit.observe(start + i * 0.001, start + i * 0.001 + 2 * MS, 2)
     assert limit.current() == il.MIN_LIMIT
-    assert limit.observe(1.0, 1.0 + 2 * MS, 1)  # the last sample ends the hold
+    assert limit.observe(start + 0.1, start + 0.1 + 2 * MS, 2)  # the last sample ends it
     assert limit.baseline == pytest.approx(2 * MS)
     assert limit.current() == 20  # from the fixed cap's value, shrunk by what it measures
+
+
+def test_a_light_window_is_a_baseline_without_a_hold() -> None:
+    limit = fresh()
+    for i in range(il.WINDOW_SAMPLES):
+        limit.observe(i * 0.005, i * 0.005 + 3 * MS, 1)
+    assert limit.holding_since is None and limit.current() == 20
+    assert limit.baseline == pytest.approx(3 * MS)
+
+
+def test_a_limit_that_does_not_bind_is_never_held() -> None:
+    """Load under the limit, for long: no hold refuses what the cap would admit."""
+    limit = fresh()
+    drive(limit, replica(2 * MS, 0.5 * MS), 30.0, demand=12)  # 12 in flight, limit 20
+    assert limit.holding_since is None and limit.baseline is None and limit.current() == 20
+
+
+def burst(limit: GradientLimit, at: float) -> None:
+    """As many parallel calls as the limit admits, twice over, all within half a window."""
+    inflight = limit.current()
+    for i in range(max(il.WINDOW_SAMPLES, 2 * inflight)):
+        limit.observe(at, at + 0.05 + i * 0.1 * MS, inflight)
+
+
+def test_a_burst_to_a_fresh_or_idle_replica_is_not_held() -> None:
+    """Parallel calls for less than a window are admitted up to the limit: on a fresh
+    replica, and on one that was busy long ago (its idle spell restarts the window)."""
+    limit = fresh()
+    burst(limit, at=0.0)
+    assert limit.holding_since is None and limit.current() == 20
+    drive(limit, replica(2 * MS, 0.5 * MS), 5.0, start=1.0)  # busy: held, settled
+    settled = limit.current()
+    burst(limit, at=30.0)  # past the next hold's time, after 25 s of nothing
+    assert limit.holding_since is None and limit.current() == settled
 
 
 @pytest.mark.parametrize(
@@ -102,9 +140,14 @@ def test_it_measures_the_baseline_again_every_interval() -> None:
     limit = fresh()
     now = drive(limit, replica(2 * MS, 0.5 * MS), 2.0)  # the first hold, and its recheck
     interval = il.BASELINE_INTERVAL * (1 + il.BASELINE_JITTER * 0.5)
-    assert limit.next_hold == pytest.approx(il.FIRST_RECHECK * 1.1 + interval, abs=0.1)
-    now = drive(limit, replica(2 * MS, 0.5 * MS), limit.next_hold - now + 0.01, start=now)
-    assert limit.holding_since is not None and limit.current() == il.MIN_LIMIT
+    # (the first busy window took one window: the recheck and the next hold come after it)
+    first_recheck = il.WINDOW_SECONDS + il.FIRST_RECHECK * 1.1
+    assert limit.next_hold == pytest.approx(first_recheck + interval, abs=0.1)
+    due = limit.next_hold
+    while limit.holding_since is None:  # from then on, the next busy window starts a hold
+        now = drive(limit, replica(2 * MS, 0.5 * MS), 0.001, start=now)
+    assert due <= limit.holding_since <= due + 2 * il.WINDOW_SECONDS
+    assert limit.current() == il.MIN_LIMIT
     # A request that started before the hold was admitted at the old limit: not counted.
     limit.observe(limit.holding_since - 0.001, now + 0.05, 6)
     for _ in range(il.BASELINE_SAMPLES):
@@ -115,12 +158,11 @@ def test_it_measures_the_baseline_again_every_interval() -> None:
 
 
 def test_a_baseline_measured_slow_comes_down_with_the_first_faster_window() -> None:
-    """The first hold of a fresh replica meets cold caches and new PostgreSQL connections:
-    the baseline it measures is too high, which would let a queue build until the next
-    hold and let a queue build; it is measured again a second later, and any window faster
-    than it lowers it at once."""
+    """The first baseline of a fresh replica meets cold caches and new PostgreSQL
+    connections: measured too high, it would let a queue build until the next hold; it is
+    measured again a second later, and any window faster than it lowers it at once."""
     limit = fresh(max_limit=20)
-    for i in range(il.BASELINE_SAMPLES):
+    for i in range(il.WINDOW_SAMPLES):
         limit.observe(i * 0.05, i * 0.05 + 50 * MS, 2)  # cold: 50 ms
     assert limit.baseline == pytest.approx(50 * MS)
     latency_of = replica(2 * MS, 0.5 * MS)
