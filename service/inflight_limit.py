@@ -141,12 +141,17 @@ class GradientLimit:
         self._hold_samples = []
 
     def _end_hold(self, now: float) -> None:
-        interval = BASELINE_INTERVAL if self.baseline is not None else FIRST_RECHECK
+        self._schedule_hold(now)
         self.baseline = percentile(self._hold_samples, PERCENTILE)
         self.holding_since = None
         self._hold_samples = []
         self._restart_window(now)
         self._last_finished = now
+
+    def _schedule_hold(self, now: float) -> None:
+        """The next hold: soon after the first baseline (it met a cold replica), else after
+        the interval; jittered."""
+        interval = BASELINE_INTERVAL if self.baseline is not None else FIRST_RECHECK
         self.next_hold = now + interval * (1 + BASELINE_JITTER * self.jitter())
 
     def _restart_window(self, now: float) -> None:
@@ -162,16 +167,15 @@ class GradientLimit:
         if not busy:
             # Nothing queued behind this window's requests: its latency is a baseline.
             if self.baseline is None:
-                self.next_hold = now + FIRST_RECHECK * (1 + BASELINE_JITTER * self.jitter())
+                self._schedule_hold(now)
             self.baseline = latency
         elif self._peak >= int(self.limit) and now >= self.next_hold:
-            self._restart_window(now)
-            self._start_hold(now)
+            self._start_hold(now)  # (its end restarts the window)
             return
         if self.baseline is None:
             self._restart_window(now)  # nothing to compare with yet: the cap holds
             return
-        if busy and latency < self.baseline:
+        if latency < self.baseline:
             # More in flight and yet faster: the baseline was measured slow (a cold start,
             # a neighbour's burst), and a limit computed from it would let a queue build.
             self.baseline = latency
