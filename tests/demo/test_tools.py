@@ -120,6 +120,9 @@ async def test_every_workflow_and_its_inventory(demo: DemoClient) -> None:
     assert truncated == 1  # the 1000-node workflow
 
 
+# 239 calls, each page checked against its schema: 2 s here, 4 s under coverage; a CI run
+# on a loaded machine took over 30 s (about 120 ms a call), so the hang guard is wider.
+@pytest.mark.timeout(120)
 async def test_every_execution_page_and_each_kind_of_row(
     demo: DemoClient, demo_loaded: dict[str, Any]
 ) -> None:
