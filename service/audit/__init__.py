@@ -52,6 +52,13 @@ async def record(app: web.Application, line: AuditEvent, *, refusal: bool = Fals
         await writer.record(line, refusal=refusal)
 
 
+async def record_line(app: web.Application, line: bytes, *, refusal: bool = False) -> None:
+    """`record` of a line already encoded (events.LineTemplate)."""
+    writer = app.get(AUDIT)
+    if writer is not None:
+        await writer.record_line(line, refusal=refusal)
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

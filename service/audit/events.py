@@ -158,6 +158,55 @@ def encode_line(audit_event: AuditEvent) -> bytes:
     return _encoder.encode(audit_event) + b"\n"
 
 
+_TIME_MARK = "\x00time\x00"
+_EMPTY_CONTEXT_END = b"{}}"
+
+
+class LineTemplate:
+    """The encoded line of an event whose time and context are still to come: `line`
+    splices them in, byte for byte what `encode_line` of the whole event writes (the time
+    is the second field, the context the last; both are encoded, never pasted raw). A tool
+    call repeats its line but for those two: the template spares building and encoding the
+    rest each time."""
+
+    __slots__ = ("_head", "_middle")
+
+    def __init__(
+        self,
+        kind: str,
+        outcome: Outcome,
+        actor: Actor,
+        *,
+        target: Target | None = None,
+        arguments: Arguments | None = None,
+    ) -> None:
+        class_uid, activity_id = OCSF_CLASSES[kind]
+        whole = _encoder.encode(
+            AuditEvent(
+                schema=SCHEMA,
+                time=_TIME_MARK,
+                type=kind,
+                ocsf_class_uid=class_uid,
+                ocsf_activity_id=activity_id,
+                outcome=outcome,
+                actor=actor,
+                target=target or Target(),
+                arguments=arguments,
+            )
+        )
+        mark = _encoder.encode(_TIME_MARK)
+        head, found, rest = whole.partition(mark)
+        if not found or not rest.endswith(_EMPTY_CONTEXT_END) or mark in rest:
+            raise ValueError("the event's encoding has moved its time or context")
+        self._head = head
+        self._middle = rest[: -len(_EMPTY_CONTEXT_END)]
+
+    def line(self, context: Context) -> bytes:
+        """The line at the current time, from `context`, with its newline."""
+        time_text = _encoder.encode(now_rfc3339())
+        return b"".join((self._head, time_text, self._middle, _encoder.encode(context), b"}\n"))
+
+
 def arguments_digest(arguments: object) -> str:
     """sha256 of the arguments' canonical JSON (keys sorted, no spaces), as `sha256:<hex>`."""
     return "sha256:" + hashlib.sha256(_canonical.encode(arguments)).hexdigest()

@@ -14,9 +14,16 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from service.audit import context_of, record
-from service.audit.events import TOOL_CALL, Actor, Arguments, Outcome, Target, arguments_digest
-from service.audit.events import event as audit_event
+from service.audit import context_of, record_line
+from service.audit.events import (
+    TOOL_CALL,
+    Actor,
+    Arguments,
+    LineTemplate,
+    Outcome,
+    Target,
+    arguments_digest,
+)
 from service.auth.bearer import pending_caller
 from service.auth.caller import Caller
 from service.errors import AuditUnavailable
@@ -141,15 +148,34 @@ def _outcome(answer: Answer) -> Outcome:
     )
 
 
-async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> Answer:
-    """The answer, once the line of its tools/call is queued (other methods: unchanged)."""
-    params = incoming.params
-    if incoming.method != "tools/call":
-        return answer
-    caller = _caller(request)
-    name = params.name if isinstance(params, p.CallToolParams) else ""
-    raw = params.arguments if isinstance(params, p.CallToolParams) else None
-    read = _arguments(raw)
+# The line template of each kind of line seen before: a client repeats its calls (paging
+# aside), a flood of refusals always. Bounded like `_READS`.
+_TEMPLATES: dict[tuple[object, ...], LineTemplate] = {}
+_KNOWN_TEMPLATES = 1024
+
+
+def _template_key(
+    answer: Answer, caller: Caller | None, name: str, raw: object, read: _Read
+) -> tuple[object, ...] | None:
+    """What a line says but for its time and context, as a key; None when that depends on
+    more (an error code read from the body, a caller's eligible set, arguments too long to
+    remember)."""
+    if not isinstance(raw, msgspec.Raw) or len(raw) > _REMEMBERED_ARGUMENT_BYTES:
+        return None
+    if answer.rpc_code is None and _jsonrpc_code(answer) is not None:
+        return None
+    if caller is None:
+        who: tuple[object, ...] = ()
+    elif caller.confirmed and "workspaceId" not in read.records:
+        return None  # the target names the eligible workspaces
+    else:
+        who = (caller.account_id, caller.client_id, caller.approval_id, caller.confirmed)
+    return (answer.status, answer.outcome, answer.rpc_code, who, name, bytes(raw))
+
+
+def _new_template(
+    request: web.Request, answer: Answer, caller: Caller | None, name: str, read: _Read
+) -> LineTemplate:
     actor = (
         Actor(
             account_id=str(caller.account_id),
@@ -160,17 +186,42 @@ async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> A
         if caller is not None
         else Actor(confirmed=False)
     )
-    line = audit_event(
+    return LineTemplate(
         TOOL_CALL,
         _outcome(answer),
         actor,
         target=_target(request, name, read.records, caller),
         arguments=read.arguments,
-        context=context_of(request),
     )
+
+
+def _template(
+    request: web.Request, answer: Answer, caller: Caller | None, name: str, raw: object
+) -> LineTemplate:
+    read = _arguments(raw)
+    key = _template_key(answer, caller, name, raw, read)
+    if key is not None and (known := _TEMPLATES.get(key)) is not None:
+        return known
+    template = _new_template(request, answer, caller, name, read)
+    if key is not None:
+        if len(_TEMPLATES) >= _KNOWN_TEMPLATES:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = template
+    return template
+
+
+async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> Answer:
+    """The answer, once the line of its tools/call is queued (other methods: unchanged)."""
+    params = incoming.params
+    if incoming.method != "tools/call":
+        return answer
+    caller = _caller(request)
+    name = params.name if isinstance(params, p.CallToolParams) else ""
+    raw = params.arguments if isinstance(params, p.CallToolParams) else None
+    line = _template(request, answer, caller, name, raw).line(context_of(request))
     try:
         # A refusal (an error status) carries no data: its line may join a flood's batch.
-        await record(request.app, line, refusal=answer.status >= 400)
+        await record_line(request.app, line, refusal=answer.status >= 400)
     except AuditUnavailable as err:
         return answers.unavailable(incoming.id, err.message, err.retry_after_seconds or 1)
     return answer

@@ -84,7 +84,10 @@ class AuditWriter:
     async def record(self, audit_event: AuditEvent, *, refusal: bool = False) -> None:
         """Queue the event's line, waiting for room at most the configured bound. The line
         of a refusal may join the batch of this instant (see `_gathered`)."""
-        line = encode_line(audit_event)
+        await self.record_line(encode_line(audit_event), refusal=refusal)
+
+    async def record_line(self, line: bytes, *, refusal: bool = False) -> None:
+        """`record` of a line already encoded (events.LineTemplate)."""
         if self._gathering is not None:
             self._gathering.append(line)
             if not refusal:  # a line that may go with data: written before the answer

@@ -17,6 +17,7 @@ from service.audit.events import (
     Arguments,
     AuditEvent,
     Context,
+    LineTemplate,
     Outcome,
     Target,
     arguments_digest,
@@ -95,6 +96,28 @@ def test_every_event_type_is_valid_against_the_schema(kind: str) -> None:
         VALIDATOR.validate(parsed)
     assert (parsed["ocsf_class_uid"], parsed["ocsf_activity_id"]) == OCSF_CLASSES[kind]
     assert parsed["time"].endswith("Z") and len(parsed["time"]) == 24
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        Context(),
+        Context(request_id="abc-123", client_address="2001:db8::1"),
+        Context(request_id='a"b\\c\u2028', trace_id="0" * 32, span_id="1" * 16),
+    ],
+)
+@pytest.mark.parametrize("arguments", [None, Arguments(arguments_digest({}), {"limit": 3})])
+def test_a_line_template_writes_the_bytes_of_the_whole_event(
+    context: Context, arguments: Arguments | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome = Outcome("failure", 429, 429)
+    actor = Actor(account_id="630d52b3-5744-404b-a3b9-07047676e2ef", client_id='dyn_"x"')
+    target = Target(tool="get_workspace", record_ids={"workspaceId": "a"})
+    template = LineTemplate(TOOL_CALL, outcome, actor, target=target, arguments=arguments)
+    monkeypatch.setattr("service.audit.events.now_rfc3339", lambda: "2026-12-03T19:20:00.123Z")
+    whole = event(TOOL_CALL, outcome, actor, target=target, arguments=arguments, context=context)
+    assert template.line(context) == encode_line(whole)
+    json.loads(template.line(context))
 
 
 def test_a_tool_call_line_without_arguments_is_refused_by_the_schema() -> None:
