@@ -19,8 +19,11 @@ from service.errors import AuthError, InsufficientScope, InvalidToken
 from service.keys import TOKENS
 
 METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
-# RFC 6750 b64token; anything else in the credentials is malformed.
-_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# RFC 6750 b64token (1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="); anything
+# else in the credentials is malformed. Checked with a byte table, not a regular expression:
+# every call pays it, and the regex's per-character step cost more than the rest of the
+# bearer check of a remembered token.
+_TOKEN_CHARACTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/"
 # error_description may hold only these characters (RFC 6750 §3).
 _UNSAFE_DESCRIPTION = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 _QUERY_TOKEN_PARAM = "access_token"
@@ -48,9 +51,20 @@ def bearer_token(request: web.Request) -> str:
     token = token.strip()
     if scheme.lower() != "bearer":
         raise _fail("Use the Bearer authentication scheme", "malformed", error="invalid_request")
-    if not _TOKEN.fullmatch(token):
+    if not is_b64token(token):
         raise _fail("The bearer token is malformed", "malformed")
     return token
+
+
+def is_b64token(token: str) -> bool:
+    """Whether `token` is an RFC 6750 b64token: its characters before any trailing "="
+    all of the token alphabet, at least one of them."""
+    body = token.rstrip("=")
+    return (
+        bool(body)
+        and body.isascii()
+        and not body.encode("ascii").translate(None, _TOKEN_CHARACTERS)
+    )
 
 
 def verified_claims(tokens: TokenService, token: str, now: float | None = None) -> AccessClaims:

@@ -40,9 +40,12 @@ MAX_ACCESS_TOKEN_SECONDS = 300
 LEEWAY_SECONDS = 5
 _VERIFIED_MAX = 4096  # remembered verified tokens per TokenService (a few MB at most)
 # Remembered refusals per TokenService, apart from the verified tokens so that a flood of bad
-# tokens never pushes out a client's good one. Keyed by SHA-256 of the token: an entry stays
-# under 400 bytes whatever its token's size (about 1.5 MB at the cap).
+# tokens never pushes out a client's good one. Keyed by the token itself up to
+# _REFUSED_KEY_CHARS (hashing a 600-character token with SHA-256 cost more than the rest of a
+# remembered refusal), by its SHA-256 beyond: an entry stays under about 1.5 KB whatever its
+# token's size (about 6 MB at the cap).
 _REFUSED_MAX = 4096
+_REFUSED_KEY_CHARS = 1024
 # How long a refusal is kept when no time of its token can change it (expired, garbage).
 _REFUSED_SECONDS = 60
 # Ours stay under 1 KB (client ids are at most 200 characters); longer is refused unread.
@@ -162,7 +165,7 @@ class TokenService:
         self._verified: OrderedDict[str, AccessClaims] = OrderedDict()
         # Tokens this service refused, until their answer could change: a repeated bad token
         # costs a lookup, not a parse or a signature check.
-        self._refused: OrderedDict[bytes, _Refusal] = OrderedDict()
+        self._refused: OrderedDict[str | bytes, _Refusal] = OrderedDict()
 
     def verify_remembered(self, token: str, now: float | None = None) -> AccessClaims:
         """`verify(token)`, answered from memory for a token seen before: a verified one
@@ -176,18 +179,22 @@ class TokenService:
             del self._verified[token]
         if len(token) > MAX_TOKEN_CHARS or not token.isascii():
             return self.verify(token)  # refused at once, never remembered
-        digest = hashlib.sha256(token.encode("ascii")).digest()
-        refusal = self._refused.get(digest)
+        key = (
+            token
+            if len(token) <= _REFUSED_KEY_CHARS
+            else hashlib.sha256(token.encode("ascii")).digest()
+        )
+        refusal = self._refused.get(key)
         if refusal is not None:
             if refusal.until > current:
                 raise refusal.raised()
-            del self._refused[digest]
+            del self._refused[key]
         try:
             claims = self.verify(token)
         except InvalidToken as err:
             until = _answer_holds_until(token, time.time())
             refusal = _Refusal(err.description, err.reason, err.error, until)
-            _remember(self._refused, digest, refusal, _REFUSED_MAX)
+            _remember(self._refused, key, refusal, _REFUSED_MAX)
             raise
         _remember(self._verified, token, claims, _VERIFIED_MAX)
         return claims
