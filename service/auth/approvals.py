@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from service.auth.caller import ALL_SCOPES
-from service.auth.tokens import TokenService, hash_refresh_token, new_refresh_token
+from service.auth.refresh_tokens import hash_refresh_token, new_refresh_token
+from service.auth.tokens import TokenService
 from service.errors import (
     ApprovalLimitReached,
     ApprovalRefused,

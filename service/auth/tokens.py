@@ -1,4 +1,5 @@
-"""Access tokens (signed JWTs), their verification, the JWKS, and opaque refresh tokens.
+"""Access tokens (signed JWTs), their verification and the JWKS. The signing keys are in
+service/auth/signing_keys.py, the opaque refresh tokens in service/auth/refresh_tokens.py.
 
 Access tokens follow the JWT profile of RFC 9068 (`typ: at+jwt`) and live at most five
 minutes. They are signed with the configured key (Ed25519 → EdDSA, EC P-256 → ES256) and
@@ -29,9 +30,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import jwt
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
+from service.auth.signing_keys import SigningKey, load_signing_key
 from service.config import Config
 from service.crypto import b64url
 from service.errors import InvalidToken
@@ -51,7 +51,6 @@ _REFUSED_SECONDS = 60
 # Ours stay under 1 KB (client ids are at most 200 characters); longer is refused unread.
 MAX_TOKEN_CHARS = 4096
 TOKEN_TYPE = "at+jwt"
-REFRESH_TOKEN_BYTES = 32
 
 # Claim names beyond the registered ones (RFC 9068 uses client_id and scope as well).
 APPROVAL_CLAIM = "approval_id"
@@ -62,9 +61,6 @@ _REQUIRED += [APPROVAL_CLAIM, GENERATION_CLAIM]
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 _B64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
-PublicKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
-PrivateKey = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,56 +90,6 @@ class _Refusal:
         return InvalidToken(self.description, reason=self.reason, error=self.error)
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
-    kid: str
-    alg: str
-    public: PublicKey
-    jwk: dict[str, str]
-
-
-def _public_jwk(public: PublicKey) -> tuple[str, dict[str, str]]:
-    """(alg, the key's required JWK members) for an Ed25519 or P-256 public key."""
-    if isinstance(public, ed25519.Ed25519PublicKey):
-        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        return "EdDSA", {"crv": "Ed25519", "kty": "OKP", "x": b64url(raw)}
-    if isinstance(public.curve, ec.SECP256R1):
-        nums = public.public_numbers()
-        return "ES256", {
-            "crv": "P-256",
-            "kty": "EC",
-            "x": b64url(nums.x.to_bytes(32, "big")),
-            "y": b64url(nums.y.to_bytes(32, "big")),
-        }
-    raise ValueError("signing keys must be Ed25519 or EC P-256")
-
-
-def jwk_thumbprint(members: dict[str, str]) -> str:
-    """RFC 7638: SHA-256 over the required members, sorted, without whitespace."""
-    canonical = json.dumps(members, sort_keys=True, separators=(",", ":"))
-    return b64url(hashlib.sha256(canonical.encode("utf-8")).digest())
-
-
-def _load(pem: bytes) -> tuple[PrivateKey, _Key]:
-    private = serialization.load_pem_private_key(pem, password=None)
-    if not isinstance(private, ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey):
-        raise ValueError("signing keys must be Ed25519 or EC P-256")
-    public = private.public_key()
-    alg, members = _public_jwk(public)
-    kid = jwk_thumbprint(members)
-    return private, _Key(kid, alg, public, {**members, "kid": kid, "alg": alg, "use": "sig"})
-
-
-def new_refresh_token() -> str:
-    """An opaque refresh token: 32 random bytes, URL-safe."""
-    return secrets.token_urlsafe(REFRESH_TOKEN_BYTES)
-
-
-def hash_refresh_token(token: str) -> bytes:
-    """What the database stores instead of the token."""
-    return hashlib.sha256(token.encode("utf-8")).digest()
-
-
 class TokenService:
     """Issues and verifies access tokens for one issuer and one MCP resource."""
 
@@ -153,10 +99,10 @@ class TokenService:
         self._issuer = cfg.issuer
         self._audience = cfg.mcp_resource
         self._ttl = min(cfg.access_token_ttl_seconds, MAX_ACCESS_TOKEN_SECONDS)
-        self._private, self._current = _load(cfg.signing_key_pem)
+        self._private, self._current = load_signing_key(cfg.signing_key_pem)
         keys = {self._current.kid: self._current}
         for pem in cfg.previous_signing_keys_pem:
-            _, key = _load(pem)
+            _, key = load_signing_key(pem)
             keys.setdefault(key.kid, key)
         self._keys = keys
         # Tokens this service verified, until each expires: a client reuses one access token
@@ -278,7 +224,7 @@ class TokenService:
             raise _malformed() from err
         return self._claims(claims)
 
-    def _refuse_unsigned(self, token: str) -> _Key:
+    def _refuse_unsigned(self, token: str) -> SigningKey:
         """The key that would verify the token, once every check that needs no signature
         has passed on the unverified token; InvalidToken at the first that fails.
 

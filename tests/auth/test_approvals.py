@@ -15,7 +15,8 @@ from service.auth.approvals import (
     grant_approval,
     rotate_refresh_token,
 )
-from service.auth.tokens import TokenService, hash_refresh_token
+from service.auth.refresh_tokens import hash_refresh_token
+from service.auth.tokens import TokenService
 from service.errors import ApprovalRefused, GrantRefused
 from tests.auth.helpers import AuthApp, SeedFn
 from tests.support.approvals import Member, granted

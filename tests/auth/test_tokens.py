@@ -11,7 +11,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from service.auth.approvals import IssuedTokens
-from service.auth.tokens import TokenService, jwk_thumbprint
+from service.auth.signing_keys import jwk_thumbprint
+from service.auth.tokens import TokenService
 from service.config import Config
 from tests.auth.helpers import (
     AuthApp,

@@ -23,7 +23,8 @@ from service.auth.oauth.responses import (
     read_form,
     single,
 )
-from service.auth.tokens import TokenService, hash_refresh_token
+from service.auth.refresh_tokens import hash_refresh_token
+from service.auth.tokens import TokenService
 from service.errors import InvalidToken, OAuthError
 from service.keys import DB_POOL, TOKENS
 
