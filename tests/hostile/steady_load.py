@@ -77,6 +77,11 @@ class Load:
     def between(self, start: float, end: float) -> list[Seen]:
         return [s for s in self.seen if start <= s.at < end]
 
+    def overlapping(self, start: float, end: float) -> list[Seen]:
+        """The calls in flight at some moment of [start, end): sent before `end`, answered
+        after `start` (a call sent just before a loss and stalled by it is one of them)."""
+        return [s for s in self.seen if s.at < end and s.at + s.seconds > start]
+
     def first_ok_after(self, moment: float) -> float | None:
         """Seconds from `moment` until the first success of a call sent after it."""
         after = [s.at + s.seconds for s in self.seen if s.at >= moment and s.code == "ok"]

@@ -117,7 +117,11 @@ async def test_primary_lost_and_standby_promoted_behind_a_multi_host_url(
     assert before and {s.code for s in before} == {"ok"}, report
     assert not [s for s in load.seen if s.wrong], "a success held another approval's records"
     assert {s.code for s in load.seen} <= {"ok"} | RETRYABLE, report
-    assert {s.code for s in load.between(lost_at, promoted_at)} - {"ok"}, report
+    # The outage shows in the answers of the calls it caught. With a silent path, every
+    # worker's call can be in flight at the loss and stall to the deadline (5 s, past the
+    # promotion): then no call is *sent* between the loss and the promotion (a CI run:
+    # answers {'ok': 1093, '503:-32600': 4}, the four workers' stalled calls).
+    assert {s.code for s in load.overlapping(lost_at, promoted_at)} - {"ok"}, report
     late = [s for s in load.seen if s.seconds > LATE]
     assert not late, f"{len(late)} calls past the deadline: {late[:5]}; {report}"
     assert back is not None and back < 10.0, report
