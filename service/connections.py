@@ -15,19 +15,12 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
   PostgreSQL before its head and such a body are in.
 - an idle keep-alive connection is closed after `keepalive_timeout_seconds` (aiohttp's own
   keep-alive timer, which also runs from the moment a connection opens).
-- refusals are paced (`RefusalPacing`): past `pace_refusals_after` answers of status 400 or
-  more in a row on one connection, each within a second of the one before, every further
-  one waits before it is written (10 ms, doubling up to `longest_refusal_pause_seconds`);
-  a 503 waits from the first one of a run. The same runs are kept per key
-  (`RefusalRuns`) when the app names what an answer is about (`PACING_KEY`: an approval,
-  a refused token), so a client that opens a new connection for each refused request is
-  paced as well. Behind a trusted proxy (ELOVA_TRUSTED_PROXIES) a connection carries
-  many clients' requests, so there the connection's run is the client's instead, kept by
-  its address (`service.client_address`). Pacing protects other callers, so it waits
-  only while another connection was served within the last second. A client looping on a
-  refused request then sends a few a second, not thousands; the pause holds no slot, pool
-  connection or in-flight count, and a paused connection counts as idle at the cap, so it
-  is the first closed to make room.
+- refusals are paced (service/refusal_pacing.py decides how long an answer waits, by the
+  connection's run, the run of its `PACING_KEY` and, behind a trusted proxy, its client's
+  run). Pacing protects other callers, so it waits only while another connection was
+  served within the last second; the pause holds no slot, pool connection or in-flight
+  count, and a paused connection counts as idle at the cap, so it is the first closed to
+  make room.
 
 `listener_site` makes the site `serve` listens on; `setup_reading` registers the middleware.
 """
@@ -36,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -47,6 +39,7 @@ from service.client_address import address_behind, via_trusted_proxy
 from service.config import Config
 from service.keys import CONFIG, METRICS, PACING_KEY
 from service.metrics import Metrics
+from service.refusal_pacing import SERVED_WINDOW_SECONDS, RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
 from service.settings.oauth import TrustedProxies
 
@@ -73,75 +66,6 @@ _BODY_TIMEOUT = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
     b'"message":"Request Timeout: the body did not arrive in time"}}'
 )
-
-
-# Refusal pacing: the first pause, and how long after a refusal's answer the next request
-# still continues the run of refusals (a client honouring Retry-After waits longer).
-FIRST_PAUSE_SECONDS = 0.01
-RUN_GAP_SECONDS = 1.0
-# Pacing waits only while another connection was served within this long: with nobody
-# else to serve (a replica alone with a fuzzer or a test suite) every refusal goes at once.
-SERVED_WINDOW_SECONDS = 1.0
-
-
-class RefusalPacing:
-    """One connection's run of refusals, and the pause its next refusal waits."""
-
-    __slots__ = ("_after", "_longest", "_run", "_last_end")
-
-    def __init__(self, settings: Connections) -> None:
-        self._after = settings.pace_refusals_after
-        self._longest = settings.longest_refusal_pause_seconds
-        self._run = 0
-        self._last_end = float("-inf")
-
-    def pause(self, status: int, now: float) -> float:
-        """Seconds the answer of `status`, ready at `now`, waits before it is written."""
-        if status < 400 or not self._after:
-            self._run = 0
-            return 0.0
-        if now - self._last_end > RUN_GAP_SECONDS:
-            self._run = 0
-        self._run += 1
-        # A 503 says "overloaded, retry shortly": a client that retries at once is paced
-        # from the first one, so a shedding replica does not spend itself refusing.
-        beyond = self._run - (0 if status == 503 else self._after)
-        if beyond <= 0:
-            return 0.0
-        return min(FIRST_PAUSE_SECONDS * 2.0 ** min(beyond - 1, 30), self._longest)
-
-    def answered(self, status: int, now: float) -> None:
-        """A refusal's answer was written at `now`: the run's gap is counted from here."""
-        if status >= 400:
-            self._last_end = now
-
-
-class RefusalRuns:
-    """The runs of refusals by key (the answers the app tagged with `PACING_KEY`), for the
-    most recently refused keys of this process (bounded)."""
-
-    MAX_KEYS = 4096
-
-    def __init__(self, settings: Connections) -> None:
-        self._settings = settings
-        self._runs: OrderedDict[object, RefusalPacing] = OrderedDict()
-
-    def pause(self, key: object, status: int, now: float) -> float:
-        run = self._runs.get(key)
-        if run is None:
-            if status < 400:
-                return 0.0  # nothing to end: a key is remembered only once refused
-            run = self._runs[key] = RefusalPacing(self._settings)
-            if len(self._runs) > self.MAX_KEYS:
-                self._runs.popitem(last=False)
-        else:
-            self._runs.move_to_end(key)
-        return run.pause(status, now)
-
-    def answered(self, key: object, status: int, now: float) -> None:
-        run = self._runs.get(key)
-        if run is not None:
-            run.answered(status, now)
 
 
 class BodyTimeout(TimeoutError):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from service.config import Config
-from service.connections import RefusalPacing, RefusalRuns
 from service.errors import ConfigError
 from service.inflight_limit import FixedLimit, GradientLimit
 from service.overload import Overload
+from service.refusal_pacing import RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
 
 THRESHOLD = 0.05
