@@ -3,10 +3,12 @@
 Past `pace_refusals_after` answers of status 400 or more in a row, each within a second of
 the one before, every further one waits before it is written (10 ms, doubling up to
 `longest_refusal_pause_seconds`); a 503 waits from the first one of a run. `RefusalPacing`
-keeps one run (a connection's, or a client's behind a trusted proxy); `RefusalRuns` keeps
-the runs by key for the most recently refused keys (an approval, a refused token, a client
-address), so a client that opens a new connection for each refused request is paced as
-well. service/connections.py applies them when it writes an answer
+keeps one run: a connection's. `RefusalRuns` keeps a run by key for the most recently
+refused keys: what the app tagged an answer with (`PACING_KEY`: an approval, a refused
+token), so a client that opens a new connection for each refused request is paced as
+well, and behind a trusted proxy the client's address, which there replaces the
+connection's run. A client looping on a refused request then sends a few a second, not
+thousands. service/connections.py applies them when it writes an answer
 (docs/decisions/floods.md).
 """
 
