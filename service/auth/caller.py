@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from uuid import UUID
+
+import msgspec
 
 WORKSPACES_READ = "workspaces:read"
 N8N_READ = "n8n:read"
 ALL_SCOPES = (WORKSPACES_READ, N8N_READ)
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(msgspec.Struct, frozen=True):
     """An account acting through one approval, with its eligible workspace set.
 
     `eligible` maps each eligible workspace (the approval's workspaces the account is still

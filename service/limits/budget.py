@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+
+import msgspec
 
 from service.headers import RATE_LIMIT, RATE_LIMIT_POLICY
 
@@ -32,8 +33,7 @@ LIMITS = (GLOBAL, ACCOUNT, APPROVAL, ACCOUNT_DAILY)
 DAY_SECONDS = 86400
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
+class Budget(msgspec.Struct, frozen=True):
     """What an approval (and its account, for the daily budget) has left right now."""
 
     per_minute: int
@@ -66,8 +66,7 @@ class Budget:
         return {RATE_LIMIT_POLICY: policy, RATE_LIMIT: state}
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """One admission answer: admitted, or refused by `limit` for `retry_ms` (0: a hint)."""
 
     admitted: bool

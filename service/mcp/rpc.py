@@ -25,8 +25,7 @@ SERVER_INFO_META = msgspec.to_builtins(SERVER_INFO)
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(msgspec.Struct, frozen=True):
     """One JSON-RPC request whose bearer token the transport verified."""
 
     app: web.Application

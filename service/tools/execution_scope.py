@@ -12,11 +12,11 @@ Errors: the caller reads `read_generation` (cursor staleness) before calling `ch
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
+import msgspec
 
 from service.errors import NotFound
 from service.store.reads.executions import APPROVAL_AND_SCOPE, SCOPE, read_first_page
@@ -24,8 +24,7 @@ from service.tools.base import ToolContext
 from service.tools.coverage import Coverage, coverage_of
 
 
-@dataclass(frozen=True)
-class ExecutionScope:
+class ExecutionScope(msgspec.Struct, frozen=True):
     time_zone: str
     read_generation: int
     poll_interval_seconds: int
