@@ -5,6 +5,7 @@ per-release reset query."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from service.config import Config
 from service.store.db import create_pool
@@ -43,5 +44,26 @@ async def test_cancelled_work_inside_a_transaction_leaves_a_clean_connection(
             assert not conn.is_in_transaction()
             assert await conn.fetchval("SHOW jit") == "off"
             assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await pool.close()
+
+
+async def test_a_clean_release_frees_the_connection_for_the_next_request(
+    make_config: Callable[..., Config],
+) -> None:
+    """The release without a task or a timeout (StorePool's fast path): the same
+    connection serves the next request, the old proxy is detached, and a pool of one
+    connection is never short of it."""
+    pool = await create_pool(make_config(DB_POOL_MIN="1", DB_POOL_MAX="1"))
+    try:
+        async with pool.acquire() as first:
+            raw = first._con
+            assert await first.fetchval("SELECT 1") == 1
+        assert first._con is None  # detached: the proxy cannot be used after its release
+        for _ in range(50):  # far more releases than a leak of the one slot would allow
+            async with pool.acquire(timeout=2) as conn:
+                assert conn._con is raw
+                assert await conn.fetchval("SELECT 2") == 2
+        assert pool.get_idle_size() == 1
     finally:
         await pool.close()
