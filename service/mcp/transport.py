@@ -56,7 +56,8 @@ PREFLIGHT_HEADERS = ", ".join(
 async def handle(request: web.Request) -> web.StreamResponse:
     rid = request.get(REQUEST_ID) or new_request_id()
     request[REQUEST_ID] = rid
-    cfg = request.app[CONFIG]
+    app = request.app  # read once: each `request.app` is two property calls
+    cfg = app[CONFIG]
     origin = request.headers.get(hdrs.ORIGIN)
     if not guards.origin_ok(origin, cfg):
         message = f"Forbidden: Origin {origin!r} is not allowed (see ELOVA_ALLOWED_ORIGINS)"
@@ -68,18 +69,18 @@ async def handle(request: web.Request) -> web.StreamResponse:
         )
         return _reply(request, answers.refused(403, message[:300]))
     if request.method == "POST":
-        return _reply(request, await post(request, rid))
+        return _reply(request, await post(request, app, rid))
     if request.method == "DELETE":
-        return _reply(request, await delete(request, rid))
+        return _reply(request, await delete(request, app, rid))
     if request.method == "OPTIONS" and origin is not None:
         return _preflight(request)
     refusal = answers.refused(405, "Method Not Allowed", headers={hdrs.ALLOW: ALLOWED_METHODS})
     return _reply(request, refusal)
 
 
-async def post(request: web.Request, rid: str) -> Answer:
+async def post(request: web.Request, app: web.Application, rid: str) -> Answer:
     started = time.perf_counter()
-    checked = await _read_request(request)
+    checked = await _read_request(request, app)
     incoming = None if isinstance(checked, Answer) else checked
     traced = tracing.ACTIVE  # None unless OTEL_* configured tracing (service/tracing/)
     span = None if traced is None else traced.request_span(request, incoming, started)
@@ -87,7 +88,7 @@ async def post(request: web.Request, rid: str) -> Answer:
         answer, method, tool = checked, "", None
     else:
         try:
-            answer = await audited(request, checked, await _answer(request, rid, checked))
+            answer = await audited(request, checked, await _answer(request, app, rid, checked))
         except BaseException as err:  # cancelled: the client went away
             if span is not None:
                 span.abandon(err)
@@ -97,7 +98,7 @@ async def post(request: web.Request, rid: str) -> Answer:
         span.finish(answer)
     record_call(request, tool)  # approval activity: an in-process counter, no I/O
     label = method if method in KNOWN_METHODS else "other"
-    request.app[METRICS].observe_rpc(
+    app[METRICS].observe_rpc(
         label,
         tool,
         answer.outcome,
@@ -108,7 +109,9 @@ async def post(request: web.Request, rid: str) -> Answer:
     return answer
 
 
-async def _answer(request: web.Request, rid: str, incoming: Incoming) -> Answer:
+async def _answer(
+    request: web.Request, app: web.Application, rid: str, incoming: Incoming
+) -> Answer:
     if incoming.modern:
         try:
             check_modern(incoming, request.headers)
@@ -117,7 +120,7 @@ async def _answer(request: web.Request, rid: str, incoming: Incoming) -> Answer:
     elif incoming.method != "initialize" and h.SESSION_ID not in request.headers:
         message = "Bad Request: Mcp-Session-Id header is required; send initialize first"
         return answers.refused(400, message, incoming.id)
-    call = _call(request, rid, incoming)
+    call = _call(request, app, rid, incoming)
     if isinstance(call, Answer):
         return call
     answer = await dispatch(call)
@@ -127,13 +130,13 @@ async def _answer(request: web.Request, rid: str, incoming: Incoming) -> Answer:
     return answer
 
 
-async def _read_request(request: web.Request) -> Incoming | Answer:
+async def _read_request(request: web.Request, app: web.Application) -> Incoming | Answer:
     """HTTP checks, the bounded read and the JSON-RPC envelope."""
     if not guards.accepts_json(request.headers.get(hdrs.ACCEPT)):
         return answers.refused(406, "Not Acceptable: the answer is application/json")
     if not guards.is_json_content(request):
         return answers.refused(415, "Unsupported Media Type: send application/json")
-    limit = request.app[CONFIG].limits.max_body_bytes
+    limit = app[CONFIG].limits.max_body_bytes
     body = await guards.read_bounded(request, limit)
     if body is None:
         return answers.refused(413, f"Payload Too Large: the limit is {limit} bytes")
@@ -143,7 +146,9 @@ async def _read_request(request: web.Request) -> Incoming | Answer:
         return answers.protocol_error(None, err)
 
 
-def _call(request: web.Request, rid: str, incoming: Incoming) -> Call | Answer:
+def _call(
+    request: web.Request, app: web.Application, rid: str, incoming: Incoming
+) -> Call | Answer:
     """The request as dispatch answers it, once its bearer token is verified (else 401)."""
     try:
         caller = verify(request)
@@ -151,27 +156,26 @@ def _call(request: web.Request, rid: str, incoming: Incoming) -> Call | Answer:
         credentials = request.headers.get(hdrs.AUTHORIZATION)
         if credentials is not None:  # the same refused token is paced on any connection
             request[PACING_KEY] = hash(credentials)
-        return answers.failure(request.app, rid, incoming.id, err)
+        return answers.failure(app, rid, incoming.id, err)
     return Call(
-        request.app,
+        app,
         rid,
         incoming,
-        Authorization(caller, request.app[APPROVAL_READS].read),
+        Authorization(caller, app[APPROVAL_READS].read),
         session_id=request.headers.get(h.SESSION_ID),
         header_version=request.headers.get(h.PROTOCOL_VERSION),
-        deadline_at=asyncio.get_running_loop().time()
-        + request.app[CONFIG].limits.request_deadline_seconds,
+        deadline_at=asyncio.get_running_loop().time() + app[CONFIG].limits.request_deadline_seconds,
     )
 
 
 _DELETE = Incoming(None, "DELETE", False, None, None, None)
 
 
-async def delete(request: web.Request, rid: str) -> Answer:
+async def delete(request: web.Request, app: web.Application, rid: str) -> Answer:
     """Ends a 2025-revision session: afterwards it is 404 on every replica."""
     if h.SESSION_ID not in request.headers:
         return answers.refused(400, "Bad Request: Mcp-Session-Id header is required")
-    call = _call(request, rid, _DELETE)
+    call = _call(request, app, rid, _DELETE)
     if isinstance(call, Answer):
         return call
     return await end_session(call)
