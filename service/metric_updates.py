@@ -19,11 +19,7 @@ from prometheus_client.values import MutexValue
 
 def count(child: Any) -> None:
     """`child.inc()` of a labelled Counter child."""
-    value = child._value
-    if value.__class__ is MutexValue:  # `_add`, inlined: a request counts several times
-        value._value += 1
-    else:
-        value.inc(1)
+    _add(child._value, 1)
 
 
 def shift(gauge: Any, amount: float) -> None:
@@ -36,14 +32,8 @@ def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -
     if exemplar is not None or amount != amount:  # an exemplar, or NaN: prometheus-client's
         child.observe(amount, exemplar)
         return
-    total = child._sum
-    bucket = child._buckets[bisect_left(child._upper_bounds, amount)]
-    if total.__class__ is MutexValue and bucket.__class__ is MutexValue:  # `_add`, inlined
-        total._value += amount
-        bucket._value += 1
-    else:
-        total.inc(amount)
-        bucket.inc(1)
+    _add(child._sum, amount)
+    _add(child._buckets[bisect_left(child._upper_bounds, amount)], 1)
 
 
 def _add(value: Any, amount: float) -> None:
