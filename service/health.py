@@ -25,6 +25,8 @@ from service.keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, REDIS
 
 log = logging.getLogger(__name__)
 
+ResponseHook = Callable[[web.Request, web.StreamResponse], Awaitable[None]]
+
 CHECK_TIMEOUT_SECONDS = 1.0
 
 
@@ -111,13 +113,16 @@ def begin_drain(app: web.Application) -> None:
         log.info("draining: readiness fails, in-flight requests finish")
 
 
-async def _close_connections_while_draining(
-    request: web.Request, response: web.StreamResponse
-) -> None:
-    # Keep-alive clients would keep reusing this replica; make them reconnect elsewhere.
-    if request.app[DRAIN].draining:
-        response.force_close()
-        response.headers["Connection"] = "close"  # headers are computed before this hook
+def _close_connections_while_draining(state: DrainState) -> ResponseHook:
+    """The response hook that, while draining, closes each connection after its answer:
+    keep-alive clients would keep reusing this replica; make them reconnect elsewhere."""
+
+    async def hook(request: web.Request, response: web.StreamResponse) -> None:
+        if state.draining:
+            response.force_close()
+            response.headers["Connection"] = "close"  # headers are computed before this hook
+
+    return hook
 
 
 async def _on_shutdown(app: web.Application) -> None:
@@ -125,8 +130,8 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def setup_health(app: web.Application) -> None:
-    app[DRAIN] = DrainState()
+    state = app[DRAIN] = DrainState()
     app.router.add_get("/livez", livez)
     app.router.add_get("/readyz", readyz)
-    app.on_response_prepare.append(_close_connections_while_draining)
+    app.on_response_prepare.append(_close_connections_while_draining(state))
     app.on_shutdown.append(_on_shutdown)

@@ -33,16 +33,20 @@ import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Middleware
 
 from service import headers as h
 from service.client_address import client_address
 from service.keys import CALLER, METRICS, REQUEST_ID
 from service.request_ids import new_request_id
 from service.trace_ids import current_trace_ids
+
+if TYPE_CHECKING:
+    from service.metrics import Metrics
 
 ACCESS = logging.getLogger("elova.access")
 log = logging.getLogger(__name__)
@@ -211,43 +215,54 @@ def _response_bytes(response: web.StreamResponse | None) -> int | None:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@web.middleware
-async def request_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Outermost middleware: request id, HTTP metrics and the one access line a request."""
-    request_id = _request_id_for(request)
-    request[REQUEST_ID] = request_id
-    context = _REQUEST_ID.set(request_id)
-    start = time.perf_counter()
-    status, response = 500, None
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as exc:
-        status = exc.status
-        exc.headers[h.REQUEST_ID] = request_id
-        raise
-    except asyncio.CancelledError:
-        status = 499  # the client went away; nobody reads an answer
-        raise
-    except Exception:
-        # Last resort for bugs outside the MCP error boundary: log the stack, answer a bare
-        # 500 that names only the request id (never the exception text).
-        log.exception("unhandled error")
-        response = web.json_response(
-            {"error": "internal_error", "requestId": request_id}, status=500
-        )
-        return response
-    finally:
-        seconds = time.perf_counter() - start
-        route = _route_of(request)
-        request.app[METRICS].observe_http(route, request.method, status, seconds)
-        _log_access(request, route, status, seconds, _response_bytes(response))
-        _REQUEST_ID.reset(context)
+def request_log_middleware(metrics: Metrics, sampler: RefusalSampler) -> Middleware:
+    """Outermost middleware: request id, HTTP metrics and the one access line a request.
+    What it records into is bound here, at setup, not looked up in the app per request."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request_id = _request_id_for(request)
+        request[REQUEST_ID] = request_id
+        context = _REQUEST_ID.set(request_id)
+        start = time.perf_counter()
+        status, response = 500, None
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            exc.headers[h.REQUEST_ID] = request_id
+            raise
+        except asyncio.CancelledError:
+            status = 499  # the client went away; nobody reads an answer
+            raise
+        except Exception:
+            # Last resort for bugs outside the MCP error boundary: log the stack, answer a
+            # bare 500 that names only the request id (never the exception text).
+            log.exception("unhandled error")
+            response = web.json_response(
+                {"error": "internal_error", "requestId": request_id}, status=500
+            )
+            return response
+        finally:
+            seconds = time.perf_counter() - start
+            route = _route_of(request)
+            metrics.observe_http(route, request.method, status, seconds)
+            size = _response_bytes(response)
+            _log_access(request, route, status, seconds, size, sampler)
+            _REQUEST_ID.reset(context)
+
+    return middleware
 
 
 def _log_access(
-    request: web.Request, route: str | None, status: int, seconds: float, size: int | None
+    request: web.Request,
+    route: str | None,
+    status: int,
+    seconds: float,
+    size: int | None,
+    sampler: RefusalSampler,
 ) -> None:
     if status >= 500:
         level = logging.ERROR
@@ -255,10 +270,13 @@ def _log_access(
         level = logging.DEBUG  # probes every few seconds would drown the real traffic
     else:
         level = logging.INFO
-    if level == logging.INFO and status in REFUSED_STATUSES and ACCESS.isEnabledFor(level):
-        sampler = request.app.get(REFUSAL_SAMPLER)
-        if sampler is not None and not sampler.admit(status):
-            level = logging.DEBUG
+    if (
+        level == logging.INFO
+        and status in REFUSED_STATUSES
+        and ACCESS.isEnabledFor(level)
+        and not sampler.admit(status)
+    ):
+        level = logging.DEBUG
     if not ACCESS.isEnabledFor(level):
         return
     fields: dict[str, Any] = {
@@ -371,7 +389,7 @@ async def _flush_refusals(app: web.Application) -> None:
 def setup_request_log(app: web.Application) -> None:
     """Register the request-id/access-log middleware (outermost), the header hook and the
     sampler of refusals' access lines."""
-    app[REFUSAL_SAMPLER] = RefusalSampler()
-    app.middlewares.insert(0, request_log_middleware)
+    sampler = app[REFUSAL_SAMPLER] = RefusalSampler()
+    app.middlewares.insert(0, request_log_middleware(app[METRICS], sampler))
     app.on_response_prepare.append(_stamp_request_id)
     app.on_cleanup.append(_flush_refusals)

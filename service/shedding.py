@@ -30,11 +30,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import hdrs, web
+from aiohttp.typedefs import Middleware
 
 from service import headers as h
 from service.auth.oauth.metadata import REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
 from service.connections import Connection
 from service.keys import CONFIG, METRICS, OVERLOAD
+from service.metrics import Metrics
 from service.overload import Overload
 from service.request_ids import new_request_id
 
@@ -68,42 +70,50 @@ _HEADERS: dict[str, str] = {
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@web.middleware
-async def shed_overload(request: web.Request, handler: Handler) -> web.StreamResponse:
+def shed_overload(overload: Overload, metrics: Metrics) -> Middleware:
     """Outermost: refuse a request on a shed route while overloaded. A refusal is counted
     (`shed_requests_total`) but gets no access line: in a flood, one JSON line a refusal
-    would cost more than the refusal itself."""
-    body = REFUSALS.get(request.path)
-    if body is None:
-        return await handler(request)
-    reason = request.app[OVERLOAD].refusal()
-    if reason is None:
-        request.app[METRICS].request_admitted()
-        return await handler(request)
-    request.app[METRICS].request_shed(reason)
-    headers = {**_HEADERS, h.REQUEST_ID: new_request_id()}
-    return web.Response(body=body, status=503, headers=headers)
+    would cost more than the refusal itself. The state is bound here, at setup: each
+    `request.app[…]` on the way of every request is three Python calls."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        body = REFUSALS.get(request.path)
+        if body is None:
+            return await handler(request)
+        reason = overload.refusal()
+        if reason is None:
+            metrics.request_admitted()
+            return await handler(request)
+        metrics.request_shed(reason)
+        headers = {**_HEADERS, h.REQUEST_ID: new_request_id()}
+        return web.Response(body=body, status=503, headers=headers)
+
+    return middleware
 
 
-@web.middleware
-async def count_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+def count_in_flight(overload: Overload) -> Middleware:
     """Count the admitted requests of the shed routes, once their body is in (so a slow
     upload is not counted, docs/decisions/floods.md), and give each one's latency to the
     in-flight limit: from the moment its last bytes came in (the main listener's
     connections know it; other servers' requests from now), so that the wait for the
     event loop, behind every other connection's work, is part of what the limit sees."""
-    if request.path not in REFUSALS:
-        return await handler(request)
-    overload = request.app[OVERLOAD]
-    overload.inflight += 1
-    inflight = overload.inflight
-    conn = request.protocol
-    started = conn.received_at if isinstance(conn, Connection) else time.monotonic()
-    try:
-        return await handler(request)
-    finally:
-        overload.inflight -= 1
-        overload.limit.observe(started, time.monotonic(), inflight)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in REFUSALS:
+            return await handler(request)
+        overload.inflight += 1
+        inflight = overload.inflight
+        conn = request.protocol
+        started = conn.received_at if isinstance(conn, Connection) else time.monotonic()
+        try:
+            return await handler(request)
+        finally:
+            overload.inflight -= 1
+            overload.limit.observe(started, time.monotonic(), inflight)
+
+    return middleware
 
 
 async def probe_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -138,5 +148,5 @@ def setup_shedding(app: web.Application) -> None:
     app[OVERLOAD] = overload
     app[METRICS].watch_overload(overload)
     app.cleanup_ctx.append(probe_ctx)
-    app.middlewares.insert(0, shed_overload)
-    app.middlewares.append(count_in_flight)
+    app.middlewares.insert(0, shed_overload(overload, app[METRICS]))
+    app.middlewares.append(count_in_flight(overload))

@@ -210,8 +210,11 @@ def _template(
     return template
 
 
-async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> Answer:
-    """The answer, once the line of its tools/call is queued (other methods: unchanged)."""
+async def audited(
+    request: web.Request, app: web.Application, incoming: Incoming, answer: Answer
+) -> Answer:
+    """The answer, once the line of its tools/call is queued on `app`'s writer (other
+    methods: unchanged)."""
     params = incoming.params
     if incoming.method != "tools/call":
         return answer
@@ -221,7 +224,7 @@ async def audited(request: web.Request, incoming: Incoming, answer: Answer) -> A
     line = _template(request, answer, caller, name, raw).line(context_of(request))
     try:
         # A refusal (an error status) carries no data: its line may join a flood's batch.
-        await record_line(request.app, line, refusal=answer.status >= 400)
+        await record_line(app, line, refusal=answer.status >= 400)
     except AuditUnavailable as err:
         return answers.unavailable(incoming.id, err.message, err.retry_after_seconds or 1)
     return answer

@@ -69,11 +69,13 @@ class ApprovalActivity:
     tools: tuple[ToolCalls, ...] = ()
 
 
-def record_call(request: web.Request, tool: str | None) -> None:
-    """Count one answered tool call of this request's caller (no I/O)."""
+def record_call(request: web.Request, app: web.Application, tool: str | None) -> None:
+    """Count one answered tool call of this request's caller on `app`'s recorder (no I/O)."""
+    if tool is None:
+        return
     caller = request.get(CALLER)
-    recorder = request.app.get(ACTIVITY)
-    if tool is not None and caller is not None and recorder is not None:
+    recorder = app.get(ACTIVITY)
+    if caller is not None and recorder is not None:
         recorder.record(caller.approval_id, tool)
 
 

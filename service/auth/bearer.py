@@ -72,12 +72,12 @@ def verified_claims(tokens: TokenService, token: str, now: float | None = None) 
     return tokens.verify_remembered(token, now)
 
 
-def verify(request: web.Request) -> Caller:
+def verify(request: web.Request, tokens: TokenService) -> Caller:
     """The pending caller of the request's verified access token, or InvalidToken (401;
     the answering boundary counts it by `auth_reason`). The verdict stays on the request
-    for `pending_caller`."""
+    for `pending_caller`. `tokens` is the app's token service (the caller holds the app)."""
     try:
-        claims = verified_claims(request.app[TOKENS], bearer_token(request))
+        claims = verified_claims(tokens, bearer_token(request))
     except InvalidToken:
         request[_VERDICT] = None
         raise
@@ -100,7 +100,7 @@ def pending_caller(request: web.Request) -> Caller | None:
     except KeyError:  # not checked yet (a request refused before its bearer check)
         pass
     try:
-        return verify(request)
+        return verify(request, request.app[TOKENS])
     except AuthError:
         return None
 

@@ -22,7 +22,7 @@ from service.auth.activity import record_call
 from service.auth.authorization import Authorization
 from service.auth.bearer import verify
 from service.errors import AuthError, ProtocolError
-from service.keys import APPROVAL_READS, CALLER, CONFIG, METRICS, PACING_KEY, REQUEST_ID
+from service.keys import APPROVAL_READS, CALLER, CONFIG, METRICS, PACING_KEY, REQUEST_ID, TOKENS
 from service.mcp import answers, guards
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
@@ -54,8 +54,9 @@ PREFLIGHT_HEADERS = ", ".join(
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    rid = request.get(REQUEST_ID) or new_request_id()
-    request[REQUEST_ID] = rid
+    rid = request.get(REQUEST_ID)  # the request log's (service/logs.py)
+    if rid is None:  # an app composed without it (a test of one part)
+        rid = request[REQUEST_ID] = new_request_id()
     app = request.app  # read once: each `request.app` is two property calls
     cfg = app[CONFIG]
     origin = request.headers.get(hdrs.ORIGIN)
@@ -88,7 +89,7 @@ async def post(request: web.Request, app: web.Application, rid: str) -> Answer:
         answer, method, tool = checked, "", None
     else:
         try:
-            answer = await audited(request, checked, await _answer(request, app, rid, checked))
+            answer = await audited(request, app, checked, await _answer(request, app, rid, checked))
         except BaseException as err:  # cancelled: the client went away
             if span is not None:
                 span.abandon(err)
@@ -96,7 +97,7 @@ async def post(request: web.Request, app: web.Application, rid: str) -> Answer:
         method, tool = checked.method, answer.tool
     if span is not None:
         span.finish(answer)
-    record_call(request, tool)  # approval activity: an in-process counter, no I/O
+    record_call(request, app, tool)  # approval activity: an in-process counter, no I/O
     label = method if method in KNOWN_METHODS else "other"
     app[METRICS].observe_rpc(
         label,
@@ -151,7 +152,7 @@ def _call(
 ) -> Call | Answer:
     """The request as dispatch answers it, once its bearer token is verified (else 401)."""
     try:
-        caller = verify(request)
+        caller = verify(request, app[TOKENS])
     except AuthError as err:
         credentials = request.headers.get(hdrs.AUTHORIZATION)
         if credentials is not None:  # the same refused token is paced on any connection

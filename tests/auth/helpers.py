@@ -26,7 +26,7 @@ from service.auth.bearer import auth_reason, challenge, verify
 from service.auth.tokens import TokenService
 from service.config import Config
 from service.errors import AuthError, Unavailable
-from service.keys import APPROVAL_READS, CONFIG, DB_POOL, METRICS
+from service.keys import APPROVAL_READS, CONFIG, DB_POOL, METRICS, TOKENS
 from service.metrics import Metrics
 from tests.support.approvals import Member
 
@@ -63,7 +63,9 @@ class AuthApp:
 async def probe(request: web.Request) -> web.Response:
     """Stands in for /mcp: answers the caller, or the error the transport would answer."""
     try:
-        caller = await Authorization(verify(request), request.app[APPROVAL_READS].read).confirm()
+        caller = await Authorization(
+            verify(request, request.app[TOKENS]), request.app[APPROVAL_READS].read
+        ).confirm()
     except AuthError as err:
         request.app[METRICS].auth_failed(auth_reason(err))  # as service/mcp/answers.py does
         headers = {"WWW-Authenticate": challenge(err, request.app[CONFIG])}

@@ -195,7 +195,7 @@ def _switch_off_added_parts(switches: set[str]) -> None:
     if "noaudit" in switches:
         from service.mcp import transport
 
-        async def audited(request: Any, incoming: Any, answer: Any) -> Any:
+        async def audited(request: Any, app: Any, incoming: Any, answer: Any) -> Any:
             return answer
 
         setattr(transport, "audited", audited)  # noqa: B010 (a name transport imported)
