@@ -7,6 +7,14 @@ amount for a counter or a histogram: both hold by construction in service/metric
 walk of the buckets and its lock. They read the children's fields of prometheus-client 0.26
 (pinned); tests/ops/test_metrics.py compares the exposition with prometheus-client's own
 observe, so a version that moves them fails.
+
+Whether a value can be added to in place is decided once, here, as prometheus-client
+decides its own value class once, when it is imported: a `MutexValue` (one process) unless
+its multiprocess mode is on (PROMETHEUS_MULTIPROC_DIR), and every metric's values are of
+that class. The values these functions update are written only from the event loop's
+thread (the one thread that answers requests), and a scrape reads a float, which the GIL
+never shows half-written: the lock has nothing to guard there. In multiprocess mode every
+update goes through prometheus-client's own methods.
 """
 
 from __future__ import annotations
@@ -14,34 +22,35 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from prometheus_client.values import MutexValue
+from prometheus_client import values
 
+IN_PLACE = values.ValueClass is values.MutexValue
 
-def count(child: Any) -> None:
-    """`child.inc()` of a labelled Counter child."""
-    _add(child._value, 1)
+if IN_PLACE:
 
+    def count(child: Any, amount: int = 1) -> None:
+        """`child.inc(amount)` of a Counter (a labelled child or an unlabelled one)."""
+        child._value._value += amount
 
-def shift(gauge: Any, amount: float) -> None:
-    """`gauge.inc(amount)` of an unlabelled Gauge (amount < 0: `dec`)."""
-    _add(gauge._value, amount)
+    def shift(gauge: Any, amount: float) -> None:
+        """`gauge.inc(amount)` of an unlabelled Gauge (amount < 0: `dec`)."""
+        gauge._value._value += amount
 
+    def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:
+        """`child.observe(amount, exemplar)` of a labelled Histogram child."""
+        if exemplar is not None or amount != amount:  # an exemplar, or NaN: its own path
+            child.observe(amount, exemplar)
+            return
+        child._sum._value += amount
+        child._buckets[bisect_left(child._upper_bounds, amount)]._value += 1
 
-def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:
-    """`child.observe(amount, exemplar)` of a labelled Histogram child."""
-    if exemplar is not None or amount != amount:  # an exemplar, or NaN: prometheus-client's
+else:
+
+    def count(child: Any, amount: int = 1) -> None:
+        child.inc(amount)
+
+    def shift(gauge: Any, amount: float) -> None:
+        gauge.inc(amount)
+
+    def observe(child: Any, amount: float, exemplar: dict[str, str] | None = None) -> None:
         child.observe(amount, exemplar)
-        return
-    _add(child._sum, amount)
-    _add(child._buckets[bisect_left(child._upper_bounds, amount)], 1)
-
-
-def _add(value: Any, amount: float) -> None:
-    """`value.inc(amount)`, of a MutexValue without taking its lock: the values these two
-    update are written only from the event loop's thread (the one thread that answers
-    requests), and a scrape reads a float, which the GIL never shows half-written. Any
-    other kind of value (prometheus-client's multiprocess mode) is incremented as usual."""
-    if value.__class__ is MutexValue:
-        value._value += amount
-    else:
-        value.inc(amount)

@@ -65,6 +65,9 @@ class Metrics(Families):
             tuple[str, str | None, str, int | None], tuple[Any, Any, Any, Any]
         ] = {}
         self._http_children: dict[tuple[str | None, str, int], tuple[Any, Any]] = {}
+        # The latency child of each statement or Redis operation, by the name given.
+        self._db_children: dict[str, Any] = {}
+        self._redis_children: dict[str, Any] = {}
         if cfg is not None:
             self.set_limits(cfg)
 
@@ -156,17 +159,25 @@ class Metrics(Families):
 
     def db_call(self, operation: str, seconds: float, error: bool) -> None:
         """One PostgreSQL call (operation: a fixed name such as the tool or 'auth')."""
-        label = bounded(operation, DB_OPERATIONS)
-        observe(self._child(self.db_latency, label), max(seconds, 0.0))
+        child = self._db_children.get(operation)
+        if child is None:
+            child = self._operation_child(
+                self._db_children, self.db_latency, operation, DB_OPERATIONS
+            )
+        observe(child, max(seconds, 0.0))
         if error:
-            self.db_errors.labels(label).inc()
+            self.db_errors.labels(bounded(operation, DB_OPERATIONS)).inc()
 
     def redis_call(self, operation: str, seconds: float, error: bool) -> None:
         """One Redis call (operation: admit | release | session | other)."""
-        label = bounded(operation, REDIS_OPERATIONS)
-        observe(self._child(self.redis_latency, label), max(seconds, 0.0))
+        child = self._redis_children.get(operation)
+        if child is None:
+            child = self._operation_child(
+                self._redis_children, self.redis_latency, operation, REDIS_OPERATIONS
+            )
+        observe(child, max(seconds, 0.0))
         if error:
-            self.redis_errors.labels(label).inc()
+            self.redis_errors.labels(bounded(operation, REDIS_OPERATIONS)).inc()
 
     # Used by the request-log middleware and the drain --------------------------------
 
@@ -190,6 +201,16 @@ class Metrics(Families):
         requests, latency = children
         count(requests)
         observe(latency, max(seconds, 0.0), _exemplar())
+
+    def _operation_child(
+        self, known: dict[str, Any], latency: Any, operation: str, allowed: frozenset[str]
+    ) -> Any:
+        """The latency child of `operation` (bounded to `allowed`), remembered in `known` by
+        the name as given (at most _KNOWN_LABEL_SETS names)."""
+        child = self._child(latency, bounded(operation, allowed))
+        if len(known) < _KNOWN_LABEL_SETS:
+            known[operation] = child
+        return child
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, remembered: label values here are bounded sets, and
