@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
@@ -55,11 +54,14 @@ class Call(msgspec.Struct, frozen=True):
         return self.authorization.caller
 
 
-@dataclass
-class Answer:
+class Answer(msgspec.Struct):
+    """What the transport sends for one request (mutable: headers are added on the way).
+    A Struct, not a dataclass: one is made for every request, and its init is half the
+    dataclass's."""
+
     body: bytes
     status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
     outcome: str = "ok"
     tool: str | None = None
     rpc_code: int | None = None  # the JSON-RPC error code of an error answer (traces, metrics)

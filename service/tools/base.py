@@ -10,7 +10,7 @@ them (a handler of a tool with `authorizes` also confirms its caller from its fi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 from uuid import UUID
@@ -60,9 +60,9 @@ class Output(msgspec.Struct, omit_defaults=True):
     """
 
 
-@dataclass
-class ToolContext:
-    """What a handler may use for one call."""
+class ToolContext(msgspec.Struct):
+    """What a handler may use for one call (a Struct: one is made for every tool call, and
+    its init is half a dataclass's)."""
 
     pool: asyncpg.Pool
     authorization: Authorization  # the request's caller (pending for a tool that `authorizes`)
@@ -72,7 +72,7 @@ class ToolContext:
     response_overhead: int  # bytes of the JSON-RPC envelope around the tool result
     # The last result `encode` produced and its JSON: a page measured against the response
     # bound is not encoded a second time for the answer.
-    _encoded: tuple[msgspec.Struct, bytes] | None = field(default=None, repr=False)
+    _encoded: tuple[msgspec.Struct, bytes] | None = None
 
     def encode(self, result: msgspec.Struct) -> bytes:
         """`result` as JSON (structuredContent), remembered for the answer."""
