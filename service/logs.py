@@ -249,8 +249,7 @@ def request_log_middleware(metrics: Metrics, sampler: RefusalSampler) -> Middlew
             seconds = time.perf_counter() - start
             route = _route_of(request)
             metrics.observe_http(route, request.method, status, seconds)
-            size = _response_bytes(response)
-            _log_access(request, route, status, seconds, size, sampler)
+            _log_access(request, route, status, seconds, response, sampler)
             _REQUEST_ID.reset(context)
 
     return middleware
@@ -261,7 +260,7 @@ def _log_access(
     route: str | None,
     status: int,
     seconds: float,
-    size: int | None,
+    response: web.StreamResponse | None,
     sampler: RefusalSampler,
 ) -> None:
     if status >= 500:
@@ -286,7 +285,7 @@ def _log_access(
         "route": route,
         "status": status,
         "duration_ms": round(seconds * 1000, 2),
-        "response_bytes": size,
+        "response_bytes": _response_bytes(response),
         "client": client_address(request),
         "user_agent": request.headers.get("User-Agent", "")[:200] or None,
     }
@@ -376,10 +375,14 @@ def annotate(request: web.Request, **fields: Any) -> None:
 
 async def _stamp_request_id(request: web.Request, response: web.StreamResponse) -> None:
     # on_response_prepare also covers streamed responses, whose headers leave before the
-    # middleware sees them.
+    # middleware sees them. The transport's answers carry the request's id already (it is
+    # the only code that sets this header, always to the request's id).
+    headers = response.headers
+    if h.REQUEST_ID in headers:
+        return
     request_id = request.get(REQUEST_ID)
     if request_id is not None:
-        response.headers[h.REQUEST_ID] = request_id
+        headers[h.REQUEST_ID] = request_id
 
 
 async def _flush_refusals(app: web.Application) -> None:

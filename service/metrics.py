@@ -68,6 +68,7 @@ class Metrics(Families):
         # The latency child of each statement or Redis operation, by the name given.
         self._db_children: dict[str, Any] = {}
         self._redis_children: dict[str, Any] = {}
+        self._auth_children: dict[str, Any] = {}  # auth_failed's, by reason
         if cfg is not None:
             self.set_limits(cfg)
 
@@ -151,7 +152,12 @@ class Metrics(Families):
     def auth_failed(self, reason: str) -> None:
         """A 401/403: reason is missing | malformed | expired | signature | audience | issuer |
         revoked | approval_expired | insufficient_scope | other."""
-        count(self._child(self.auth_failures, bounded(reason, AUTH_REASONS)))
+        child = self._auth_children.get(reason)
+        if child is None:
+            child = self._child(self.auth_failures, bounded(reason, AUTH_REASONS))
+            if len(self._auth_children) < _KNOWN_LABEL_SETS:
+                self._auth_children[reason] = child
+        count(child)
 
     def token_issued(self, grant: str) -> None:
         """grant: authorization_code | refresh_token | operator."""

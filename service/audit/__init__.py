@@ -21,16 +21,18 @@ from aiohttp import hdrs, web
 from service.audit.events import AuditEvent, Context
 from service.audit.sinks import open_sink
 from service.audit.writer import AuditWriter
-from service.client_address import client_address
+from service.client_address import address_behind, client_address
 from service.errors import AuditUnavailable
 from service.keys import AUDIT, CONFIG, METRICS, REQUEST_ID
 from service.logs import current_request_id
 from service.metrics import Metrics
+from service.settings.oauth import TrustedProxies
 from service.trace_ids import current_trace_ids
 
 
-def context_of(request: web.Request | None) -> Context:
-    """Request id, trace and span ids and client address of the event being recorded."""
+def context_of(request: web.Request | None, proxies: TrustedProxies | None = None) -> Context:
+    """Request id, trace and span ids and client address of the event being recorded
+    (`proxies`: the app's trusted proxies, when the caller holds the app)."""
     ids = current_trace_ids()
     trace_id, span_id = ids if ids is not None else (None, None)
     if request is None:
@@ -39,7 +41,9 @@ def context_of(request: web.Request | None) -> Context:
         request_id=request.get(REQUEST_ID) or current_request_id(),
         trace_id=trace_id,
         span_id=span_id,
-        client_address=client_address(request),
+        client_address=(
+            client_address(request) if proxies is None else address_behind(request, proxies)
+        ),
     )
 
 

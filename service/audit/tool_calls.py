@@ -27,7 +27,7 @@ from service.audit.events import (
 from service.auth.bearer import pending_caller
 from service.auth.caller import Caller
 from service.errors import AuditUnavailable
-from service.keys import CALLER, CATALOG
+from service.keys import CALLER, CATALOG, CONFIG
 from service.mcp import answers
 from service.mcp import protocol as p
 from service.mcp.envelope import Incoming
@@ -221,7 +221,8 @@ async def audited(
     caller = _caller(request)
     name = params.name if isinstance(params, p.CallToolParams) else ""
     raw = params.arguments if isinstance(params, p.CallToolParams) else None
-    line = _template(request, answer, caller, name, raw).line(context_of(request))
+    context = context_of(request, app[CONFIG].trusted_proxies)
+    line = _template(request, answer, caller, name, raw).line(context)
     try:
         # A refusal (an error status) carries no data: its line may join a flood's batch.
         await record_line(app, line, refusal=answer.status >= 400)

@@ -100,7 +100,12 @@ def _is_q_zero(param: str) -> bool:
 
 
 def is_json_content(request: web.Request) -> bool:
-    return "Content-Type" in request.headers and request.content_type == "application/json"
+    """Content-Type application/json (parameters allowed). The exact value, which clients
+    send, is known without aiohttp's parse of the header (a new parse every request)."""
+    raw = request.headers.get("Content-Type")
+    if raw is None:
+        return False
+    return raw == "application/json" or request.content_type == "application/json"
 
 
 async def read_bounded(request: web.Request, limit: int) -> bytes | None:
