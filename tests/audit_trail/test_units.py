@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from service.audit.events import (
     arguments_digest,
     encode_line,
     event,
+    now_rfc3339,
 )
 from service.audit.sinks import FileSink
 from service.audit.writer import AuditWriter
@@ -124,15 +126,11 @@ def test_a_line_template_writes_the_bytes_of_the_whole_event(
 def test_the_line_time_is_the_clock_in_utc_with_milliseconds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from datetime import UTC, datetime
-
-    from service.audit import events
-
     for milliseconds in (0, 7, 42, 999, 1_000, 1_764_876_069_999, 1_764_876_070_000):
         monkeypatch.setattr(time, "time_ns", lambda ms=milliseconds: ms * 1_000_000)
         instant = datetime.fromtimestamp(milliseconds / 1000, UTC)
         expected = instant.strftime("%Y-%m-%dT%H:%M:%S") + f".{milliseconds % 1000:03d}Z"
-        assert events.now_rfc3339() == expected
+        assert now_rfc3339() == expected
 
 
 def test_a_tool_call_line_without_arguments_is_refused_by_the_schema() -> None:
