@@ -3,12 +3,13 @@ JSON-RPC envelope, authentication. Golden exchanges over the real app."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.mcp.conftest import MODERN, Wire
+from tests.mcp.conftest import MODERN, Wire, WireFactory
 
 
 async def test_foreign_origin_is_403_before_anything_else(wire: Wire) -> None:
@@ -229,3 +230,38 @@ async def test_refused_origin_gets_no_cors_grant(wire: Wire) -> None:
     )
     assert resp.status == 403
     assert "Access-Control-Allow-Origin" not in resp.headers
+
+
+async def test_a_large_body_arriving_in_parts_is_read_whole(make_wire: WireFactory) -> None:
+    """A body over the size the body deadline waits for (64 KiB) is read by the handler as
+    it comes: its first part from the buffer, the rest as it arrives."""
+    wire = await make_wire(MAX_BODY_BYTES=str(256 * 1024))
+    body = wire.modern_body("tools/list")
+    body["_pad"] = "x" * (100 * 1024)
+    data = json.dumps(body).encode()
+    whole = await wire.post(data, wire.modern_headers("tools/list"))
+    assert whole.status == 200
+    expected = await whole.json()
+
+    headers = {**wire.modern_headers("tools/list"), "Content-Length": str(len(data))}
+    server = wire.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k.lower() != "host")
+        writer.write(f"POST /mcp HTTP/1.1\r\nHost: localhost\r\n{head}\r\n".encode())
+        writer.write(data[: 30 * 1024])
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the handler has begun reading: the rest comes later
+        writer.write(data[30 * 1024 :])
+        await writer.drain()
+        status_line = await reader.readline()
+        assert status_line.startswith(b"HTTP/1.1 200"), status_line
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        answer = json.loads(await reader.readexactly(length))
+    finally:
+        writer.close()
+    assert answer == expected
