@@ -18,7 +18,7 @@ def create_app(cfg: Config) -> web.Application:
     from service import connections, health, shedding
     from service.audit import setup_audit
     from service.auth import setup_auth
-    from service.bad_input import setup_bad_input
+    from service.error_answers import setup_error_answers
     from service.limits import setup_limits
     from service.logs import setup_request_log
     from service.mcp import setup_mcp
@@ -32,7 +32,7 @@ def create_app(cfg: Config) -> web.Application:
     app[CLOCK] = wall_clock
     setup_metrics(app)  # first: every later resource may record into it
     setup_request_log(app)  # request ids and the access line, outermost middleware
-    setup_audit(app)  # the audit writer (drained last at shutdown); 503 when it is full
+    setup_audit(app)  # the audit writer (drained last at shutdown)
     connections.setup_reading(app)  # the body deadline, before anything reads a body
     shedding.setup_shedding(app)  # overloaded: 503 at once, before auth and the database
     setup_tracing(app)  # before the pools: their connections record statements when traced
@@ -42,5 +42,5 @@ def create_app(cfg: Config) -> web.Application:
     setup_tools(app)  # cursor codec
     setup_mcp(app)  # catalog, sessions, the /mcp endpoint
     health.setup_health(app)
-    setup_bad_input(app)  # last, so innermost: NUL and non-text refused on every route
+    setup_error_answers(app)  # last, so innermost: bad input, error pages, the audit 503
     return app

@@ -1,6 +1,7 @@
-"""The middleware that refuses bad bytes on every route, in the route's own error shape.
+"""Bad bytes refused on every route, in the route's own error shape.
 
-Innermost middleware (every route and every other middleware is in place): a request whose
+Checked by the innermost middleware (service/error_answers.py: every route and every other
+middleware is in place): a request whose
 query string, cookies, urlencoded or multipart form, or JSON body breaks the rule of
 `service/input_text.py` is answered 400 before its handler runs, and logged at info:
 
@@ -18,7 +19,6 @@ A path no route matches is left to its 404/405.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
 
@@ -35,14 +35,12 @@ from service.auth.oauth.metadata import (
 )
 from service.auth.oauth.pages import error_page
 from service.auth.oauth.responses import FORM, error_response
-from service.errors import NOT_TEXT, OAuthError
+from service.errors import OAuthError
 from service.input_text import all_text, is_text, json_has_nul, urlencoded_is_text
 from service.keys import CONFIG
 from service.mcp import protocol as p
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 MCP_PATH = "/mcp"
 _OAUTH_JSON = {TOKEN_PATH: "invalid_request", REVOKE_PATH: "invalid_request",
@@ -54,17 +52,19 @@ _MULTIPART = "multipart/form-data"
 _JSON = "application/json"
 
 
-async def _problem(request: web.Request) -> str | None:
-    """Where the request breaks the rule, or None."""
+def _head_problem(request: web.Request) -> str | None:
+    """Where the query string or the cookies break the rule, or None."""
     query = request.raw_path.partition("?")[2]
     if query and not urlencoded_is_text(query):
         return "query"
     if hdrs.COOKIE in request.headers and not _cookies_are_text(request):
         return "cookie"
-    if request.path == MCP_PATH or not request.body_exists:
-        return None
-    if (request.content_length or 0) > request.app[CONFIG].limits.max_body_bytes:
-        return None  # over the request bound: the handler's own read refuses it in its shape
+    return None
+
+
+async def _body_problem(request: web.Request) -> str | None:
+    """Whether the urlencoded or multipart form or the JSON body breaks the rule ("form",
+    "json"), or None."""
     content_type = request.content_type
     if content_type == FORM:
         return None if urlencoded_is_text(await request.read()) else "form"
@@ -109,19 +109,32 @@ def _refusal(request: web.Request, where: str) -> web.StreamResponse:
     return response
 
 
-@web.middleware
-async def refuse_bad_input(request: web.Request, handler: Handler) -> web.StreamResponse:
+def refused_head(request: web.Request) -> web.StreamResponse | None:
+    """The 400 of a routed request whose query string or cookies are not text; None when
+    they are, and for a path no route matches (its 404 or 405)."""
     if request.match_info.http_exception is not None:
-        return await handler(request)  # no route: its 404 or 405
-    where = await _problem(request)
-    if where is not None:
-        return _refusal(request, where)
-    try:
-        return await handler(request)
-    except NOT_TEXT:
-        return _refusal(request, "text")
+        return None
+    where = _head_problem(request)
+    return None if where is None else _refusal(request, where)
 
 
-def setup_bad_input(app: web.Application) -> None:
-    """Register the middleware; call it last, so that it runs innermost."""
-    app.middlewares.append(refuse_bad_input)
+def reads_body(request: web.Request) -> bool:
+    """Whether the body is checked here (`refused_body`): not /mcp's (the envelope checks
+    it), not one over the request bound (the handler's own read refuses it in its shape),
+    not on a path no route matches."""
+    if request.path == MCP_PATH or not request.body_exists:
+        return False
+    if request.match_info.http_exception is not None:
+        return False
+    return (request.content_length or 0) <= request.app[CONFIG].limits.max_body_bytes
+
+
+async def refused_body(request: web.Request) -> web.StreamResponse | None:
+    """The 400 of a form or JSON body that is not text; None when it is."""
+    where = await _body_problem(request)
+    return None if where is None else _refusal(request, where)
+
+
+def refused_text(request: web.Request) -> web.StreamResponse:
+    """The same 400 for a handler whose statement PostgreSQL refused for its characters."""
+    return _refusal(request, "text")

@@ -7,14 +7,14 @@ stream (docs/operations.md, Audit trail; schema docs/audit/audit-event.v1.schema
     tool_calls.py    the line of one tools/call, whatever its outcome
     oauth_events.py  sign-in, consent, code exchange, refresh, reuse, revocation, clients
 
-`setup_audit` starts the writer with the app and drains it at shutdown; `audit_refusals`
-answers 503 for a request whose line found no room in time (never an answer without its
+`setup_audit` starts the writer with the app and drains it at shutdown; `unavailable_answer`
+is the 503 of a request whose line found no room in time (never an answer without its
 line).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import hdrs, web
 
@@ -63,20 +63,14 @@ async def record_line(app: web.Application, line: bytes, *, refusal: bool = Fals
         await writer.record_line(line, refusal=refusal)
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def audit_refusals(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """An OAuth or page request whose audit line found no room in time: 503, Retry-After."""
-    try:
-        return await handler(request)
-    except AuditUnavailable as err:
-        return web.json_response(
-            {"error": "temporarily_unavailable", "error_description": err.message},
-            status=503,
-            headers={hdrs.RETRY_AFTER: str(err.retry_after_seconds or 1)},
-        )
+def unavailable_answer(err: AuditUnavailable) -> web.Response:
+    """An OAuth or page request whose audit line found no room in time: 503, Retry-After
+    (service/error_answers.py answers it; /mcp answers its own in JSON-RPC)."""
+    return web.json_response(
+        {"error": "temporarily_unavailable", "error_description": err.message},
+        status=503,
+        headers={hdrs.RETRY_AFTER: str(err.retry_after_seconds or 1)},
+    )
 
 
 async def _writer_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -91,6 +85,5 @@ async def _writer_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def setup_audit(app: web.Application) -> None:
-    """The writer (started with the app, drained at shutdown) and the 503 middleware."""
+    """The writer, started with the app and drained at shutdown."""
     app.cleanup_ctx.append(_writer_ctx)
-    app.middlewares.append(audit_refusals)

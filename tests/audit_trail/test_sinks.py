@@ -158,6 +158,12 @@ async def test_sink_down_refuses_past_the_bound_and_writes_the_queue_when_back(
     assert answer["error"]["message"].startswith("Service Unavailable: the audit trail")
     assert _sample(client, "sink_errors_total") > 0
     assert _sample(client, "refused_total") == refused + 1
+    # An OAuth request whose line finds no room: the OAuth JSON 503, with Retry-After.
+    metadata = {"redirect_uris": ["http://127.0.0.1:9/callback"], "client_name": "audit-full"}
+    async with client.post("/register", json=metadata) as resp:
+        assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+        assert (await resp.json())["error"] == "temporarily_unavailable"
+    assert _sample(client, "refused_total") == refused + 2
 
     await collector.start()  # the collector is back: what was queued is written
     await asyncio.wait_for(client.app[AUDIT].flushed(), 10)

@@ -204,9 +204,10 @@ def _switch_off_added_parts(switches: set[str]) -> None:
 
         setattr(transport, "dispatch", dispatch._dispatch)  # noqa: B010 (a name transport imported)
     if "nobadinput" in switches:
-        from service import bad_input
+        from service import error_answers
 
-        bad_input.setup_bad_input = lambda app: None
+        setattr(error_answers, "refused_head", lambda request: None)  # noqa: B010 (a name it imported)
+        setattr(error_answers, "reads_body", lambda request: False)  # noqa: B010
 
 
 def _thousands(count: float) -> str:

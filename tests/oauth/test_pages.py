@@ -11,8 +11,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.auth.approvals import create_operator_client, grant_approval
-from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.pages import setup_pages
+from service.error_answers import answer_errors
 from tests.oauth.conftest import ClientFactory, OAuth
 from tests.oauth.flow import Account, authorize_params, forms, pkce, seed_account
 
@@ -56,7 +56,7 @@ async def test_an_unexpected_failure_is_a_page_for_browsers(
 
     app = web.Application()
     setup_pages(app)
-    app.middlewares.append(error_pages)
+    app.middlewares.append(answer_errors)
     app.router.add_get("/broken", broken)
     client: TestClient[web.Request, web.Application] = await aiohttp_client(app)
     page = await client.get("/broken", headers=HTML)

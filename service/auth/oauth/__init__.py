@@ -22,7 +22,7 @@ the approvals page, the token and revocation endpoints. One concern a module:
     token.py          POST /token (code exchange, refresh rotation)
     revocation.py     POST /revoke (RFC 7009)
     signin.py         sign-in / sign-out pages
-    error_pages.py    404/405/500: a page for browsers, JSON for the rest (a middleware)
+    error_pages.py    404/405/500: a page for browsers, JSON for the rest (service/error_answers.py)
     signin_sessions.py  server-side sign-in sessions and CSRF tokens
     throttle.py       failed sign-in throttle in PostgreSQL
     approvals_page.py /approvals: list with activity, confirm and revoke
@@ -47,7 +47,6 @@ from service.auth.oauth import (
 from service.auth.oauth.client_lookup import metadata_clients_ctx
 from service.auth.oauth.client_retention import client_retention_ctx
 from service.auth.oauth.cors import add_cors_routes, with_cors
-from service.auth.oauth.error_pages import error_pages
 from service.auth.oauth.pages import setup_pages
 from service.auth.oauth.registration_limit import registration_limit_ctx
 
@@ -55,7 +54,6 @@ from service.auth.oauth.registration_limit import registration_limit_ctx
 def setup_oauth(app: web.Application) -> None:
     """Templates, the metadata-document client cache and every authorization-server route."""
     setup_pages(app)
-    app.middlewares.append(error_pages)
     app.cleanup_ctx.append(metadata_clients_ctx)
     app.cleanup_ctx.append(registration_limit_ctx)
     app.cleanup_ctx.append(client_retention_ctx)

@@ -1,9 +1,10 @@
 """What a request the routes do not answer gets: a styled page for a browser, JSON for the rest.
 
 A browser is a request whose Accept header names `text/html` (or XHTML) with a non-zero
-quality; curl's `*/*` and API clients get JSON. The middleware only sees what handlers and
-aiohttp's router raise: 404 (no such path), 405 (the path exists, not the method; the Allow
-header is kept), any other HTTP error raised on the way (a form over the body limit: 413),
+quality; curl's `*/*` and API clients get JSON. The innermost middleware
+(service/error_answers.py) asks here about what handlers and aiohttp's router raise: 404
+(no such path), 405 (the path exists, not the method; the Allow header is kept), any other
+HTTP error raised on the way (a form over the body limit: 413),
 and an unexpected exception (500, logged with the request id, which the page shows). Every
 handler of /mcp and of the OAuth JSON endpoints answers its own errors, so what those send
 to API clients is unchanged. A non-browser's unexpected exception is left to the request-log
@@ -13,7 +14,6 @@ middleware (its JSON 500).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -22,8 +22,6 @@ from service.auth.oauth.pages import error_page
 from service.keys import REQUEST_ID
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _JSON_ERRORS = {404: "not_found", 405: "method_not_allowed"}
@@ -64,32 +62,34 @@ def _html_error(request: web.Request, status: int, reason: str) -> web.Response:
     )  # fmt: skip
 
 
-@web.middleware
-async def error_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        if wants_html(request):
-            response = _html_error(request, exc.status, exc.reason)
-        elif exc.status in _JSON_ERRORS:
-            response = web.json_response(
-                {"error": _JSON_ERRORS[exc.status], "message": exc.reason}, status=exc.status
-            )
-        else:
-            raise
-        if "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]
-        return response
-    except Exception:
-        if not wants_html(request):
-            raise
-        request_id = request.get(REQUEST_ID, "")
-        log.exception("unhandled error")
-        return error_page(
-            request, "Something went wrong",
-            "The server could not answer this page. Try again in a moment.",
-            status=500, note=f"Reference: {request_id}" if request_id else "",
-            back=(APPROVALS_PATH, "Go to your approvals"),
-        )  # fmt: skip
+def http_error_answer(request: web.Request, exc: web.HTTPException) -> web.Response | None:
+    """The page or JSON of an HTTP error raised on the way; None to let it through (a
+    status under 400, or one a non-browser gets as aiohttp writes it)."""
+    if exc.status < 400:
+        return None
+    if wants_html(request):
+        response = _html_error(request, exc.status, exc.reason)
+    elif exc.status in _JSON_ERRORS:
+        response = web.json_response(
+            {"error": _JSON_ERRORS[exc.status], "message": exc.reason}, status=exc.status
+        )
+    else:
+        return None
+    if "Allow" in exc.headers:
+        response.headers["Allow"] = exc.headers["Allow"]
+    return response
+
+
+def crash_page(request: web.Request) -> web.Response | None:
+    """The 500 page of an unexpected exception for a browser (logged with the request id,
+    which the page shows); None for the rest, left to the request-log middleware."""
+    if not wants_html(request):
+        return None
+    request_id = request.get(REQUEST_ID, "")
+    log.exception("unhandled error")
+    return error_page(
+        request, "Something went wrong",
+        "The server could not answer this page. Try again in a moment.",
+        status=500, note=f"Reference: {request_id}" if request_id else "",
+        back=(APPROVALS_PATH, "Go to your approvals"),
+    )  # fmt: skip
