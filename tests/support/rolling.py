@@ -210,7 +210,9 @@ class MixedLoad:
 
 @dataclass
 class Timeline:
-    """Seconds after SIGTERM of each step of one replica's restart."""
+    """Seconds after SIGTERM of each step of one replica's restart (`lines` shows them to
+    the hundredth; the values themselves are not rounded, so the order checks compare what
+    was measured: a restart within the millisecond of the exit once rounded to a tie)."""
 
     replica: int
     readiness_down: float = -1.0
@@ -257,8 +259,8 @@ async def roll(replicas: Replicas, i: int, lb: OwnHAProxy, *, timeout: float = 6
         sent = time.monotonic()
         replicas.signal(i, signal.SIGTERM)
 
-        def since() -> float:
-            return round(time.monotonic() - sent, 3)
+        def since() -> float:  # unrounded: two steps a few microseconds apart stay ordered
+            return time.monotonic() - sent
 
         proc = replicas.procs[i]
         deadline = sent + timeout
@@ -275,7 +277,7 @@ async def roll(replicas: Replicas, i: int, lb: OwnHAProxy, *, timeout: float = 6
         if timeline.listener_closed < 0:
             timeline.listener_closed = timeline.exited
         down_at = await asyncio.to_thread(lb.wait_state, server, "DOWN", after=sent, timeout=5.0)
-        timeline.marked_down = round(down_at - sent, 3)
+        timeline.marked_down = down_at - sent
         replicas.restart(i)
         timeline.started = since()
         while await _readyz(probe, url) != 200:
@@ -287,5 +289,5 @@ async def roll(replicas: Replicas, i: int, lb: OwnHAProxy, *, timeout: float = 6
         timeline.ready = since()
         left = max(0.1, deadline - time.monotonic())
         up_at = await asyncio.to_thread(lb.wait_state, server, "UP", after=sent, timeout=left)
-        timeline.marked_up = round(up_at - sent, 3)
+        timeline.marked_up = up_at - sent
     return timeline
