@@ -150,6 +150,11 @@ async def _asking(client: _Client, raw: bytes, status: int, count: int) -> None:
             raise RuntimeError(f"expected {status}, got {got}: {bytes(client.transport.buffer)!r}")
 
 
+def _made(count: int, connections: int) -> int:
+    """The requests one `_rounds` makes: its warm-up and the measured ones."""
+    return 2 * max(1, count // connections) * connections
+
+
 async def _rounds(clients: list[_Client], raw: bytes, status: int, count: int) -> float:
     """Seconds of process CPU a request, over `count` requests (spread over the clients,
     all at once) after as many to warm up."""
@@ -393,7 +398,9 @@ def main() -> int:
         )
         _run_child(plan, None)
         if args.callgrind:
-            ours, floor = (count / args.requests for count in _callgrind_counts())
+            # Counted from the start of a `_rounds` to its end: its warm-up too.
+            made = _made(args.requests, args.connections)
+            ours, floor = (count / made for count in _callgrind_counts())
             print(
                 f"callgrind, instructions a request: {kind} {ours:,.0f}, "
                 f"floor {floor:,.0f}: {ours / floor:.2f}×"
