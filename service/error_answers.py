@@ -5,8 +5,8 @@ Each answer is its own module's: service/bad_input.py (bytes that are not text, 
 route's error shape), service/audit (503 with Retry-After when the audit queue stays full),
 service/auth/oauth/error_pages.py (404/405/413 and a crash: a page for a browser, JSON for
 the rest). They share one layer because every aiohttp middleware layer costs each request
-about 11k CPU instructions (callgrind) whether or not it has anything to do, and a flood's
-refusal pays it on every request (docs/benchmarks.md).
+about 5.5k CPU instructions (callgrind, ~1 % of a refused call) whether or not it has
+anything to do, and a flood's refusal pays it on every request (docs/benchmarks.md).
 
 The order is the one the three separate layers had, innermost first: bad input, then HTTP
 errors and crashes (a browser's crash page wins over the audit 503, as before), then the
