@@ -2,16 +2,18 @@
 line found no room, or whose handler raised an HTTP error or failed unexpectedly.
 
 Each answer is its own module's: service/bad_input.py (bytes that are not text, in the
-route's error shape), service/audit (503 with Retry-After when the audit queue stays full),
-service/auth/oauth/error_pages.py (404/405/413 and a crash: a page for a browser, JSON for
-the rest). They share one layer because every aiohttp middleware layer costs each request
-about 5.5k CPU instructions (callgrind, ~1 % of a refused call) whether or not it has
-anything to do, and a flood's refusal pays it on every request (docs/benchmarks.md).
+route's error shape), service/audit (the JSON 503 with Retry-After when the audit queue
+stays full), service/auth/oauth/error_pages.py (404/405/413, that 503 and a crash: a page
+for a browser, JSON for the rest). They share one layer because every aiohttp middleware
+layer costs each request about 5.5k CPU instructions (callgrind, ~1 % of a refused call)
+whether or not it has anything to do, and a flood's refusal pays it on every request
+(docs/benchmarks.md).
 
-The order is the one the three separate layers had, innermost first: bad input, then HTTP
-errors and crashes (a browser's crash page wins over the audit 503, as before), then the
-audit 503 for the rest. Registered last, so every route and every other middleware is in
-place.
+The order, innermost first: bad input, then HTTP errors, then the audit 503 (a page for a
+browser, the OAuth JSON error for the rest, both with Retry-After, and no traceback in the
+log: a sink outage is expected, not a bug), then any other exception (a browser's crash
+page; the rest is left to the request-log middleware's JSON 500). Registered last, so every
+route and every other middleware is in place.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from service.audit import unavailable_answer
-from service.auth.oauth.error_pages import crash_page, http_error_answer
+from service.auth.oauth.error_pages import crash_page, http_error_answer, unavailable_page
 from service.bad_input import reads_body, refused_body, refused_head, refused_text
 from service.errors import NOT_TEXT, AuditUnavailable
 
@@ -46,13 +48,14 @@ async def answer_errors(request: web.Request, handler: Handler) -> web.StreamRes
         if answer is None:
             raise
         return answer
-    except Exception as err:
+    except AuditUnavailable as err:  # expected under a sink outage: no traceback logged
+        seconds = err.retry_after_seconds or 1
+        return unavailable_page(request, seconds) or unavailable_answer(err)
+    except Exception:
         page = crash_page(request)
-        if page is not None:
-            return page
-        if isinstance(err, AuditUnavailable):
-            return unavailable_answer(err)
-        raise
+        if page is None:
+            raise
+        return page
 
 
 def setup_error_answers(app: web.Application) -> None:

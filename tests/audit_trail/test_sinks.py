@@ -23,6 +23,7 @@ from service.audit.sinks import Sink
 from service.config import Config
 from service.keys import AUDIT, DB_POOL, METRICS, TOKENS
 from tests.audit_trail.reading import audit_lines
+from tests.oauth.flow import hidden
 from tests.support.approvals import granted, seed_member
 from tests.support.mcp_wire import tool_call
 from tests.support.server import ServeProcesses
@@ -98,6 +99,9 @@ async def _app(
     return client, issued.access_token
 
 
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
 async def _burst(client: TestClient[web.Request, web.Application], token: str) -> list[int]:
     async def one(i: int) -> int:
         body, headers = tool_call("get_many_workspaces", {"limit": 1 + i % 5}, token=token)
@@ -142,7 +146,7 @@ async def test_burst_through_a_slow_unix_socket_sink_loses_no_line(
 
 async def test_sink_down_refuses_past_the_bound_and_writes_the_queue_when_back(
     aiohttp_client: Any, make_config: Callable[..., Config], socket_path: Path,
-    collector: Collector,
+    collector: Collector, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     client, token = await _app(
         aiohttp_client, make_config,
@@ -164,6 +168,17 @@ async def test_sink_down_refuses_past_the_bound_and_writes_the_queue_when_back(
         assert resp.status == 503 and resp.headers["Retry-After"] == "1"
         assert (await resp.json())["error"] == "temporarily_unavailable"
     assert _sample(client, "refused_total") == refused + 2
+    # A browser's sign-in whose line finds no room: the busy page, not the crash page, and
+    # no traceback in the log (a sink outage is expected).
+    page = await client.get("/signin", headers=BROWSER)
+    fields = dict(hidden(await page.text()))
+    caplog.clear()
+    form = {**fields, "email": "nobody@example.com", "password": "not-the-password"}
+    async with client.post("/signin", data=form, headers=BROWSER) as resp:
+        assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+        assert resp.content_type == "text/html" and "Elova is busy" in await resp.text()
+    assert "unhandled error" not in caplog.text
+    assert _sample(client, "refused_total") == refused + 3
 
     await collector.start()  # the collector is back: what was queued is written
     await asyncio.wait_for(client.app[AUDIT].flushed(), 10)

@@ -80,6 +80,20 @@ def http_error_answer(request: web.Request, exc: web.HTTPException) -> web.Respo
     return response
 
 
+def unavailable_page(request: web.Request, retry_after_seconds: int) -> web.Response | None:
+    """For a browser, the 503 page of a request the service could not record in time (its
+    audit line found no room), with Retry-After; None for the rest (their JSON 503)."""
+    if not wants_html(request):
+        return None
+    page = error_page(
+        request, "Elova is busy",
+        "Your request could not be completed right now. Try again in a moment.",
+        status=503, note="", back=(APPROVALS_PATH, "Go to your approvals"),
+    )  # fmt: skip
+    page.headers["Retry-After"] = str(retry_after_seconds)
+    return page
+
+
 def crash_page(request: web.Request) -> web.Response | None:
     """The 500 page of an unexpected exception for a browser (logged with the request id,
     which the page shows); None for the rest, left to the request-log middleware."""
