@@ -52,19 +52,17 @@ _MULTIPART = "multipart/form-data"
 _JSON = "application/json"
 
 
-def _head_problem(request: web.Request) -> str | None:
-    """Where the query string or the cookies break the rule, or None."""
+async def _problem(request: web.Request) -> str | None:
+    """Where the request breaks the rule, or None."""
     query = request.raw_path.partition("?")[2]
     if query and not urlencoded_is_text(query):
         return "query"
     if hdrs.COOKIE in request.headers and not _cookies_are_text(request):
         return "cookie"
-    return None
-
-
-async def _body_problem(request: web.Request) -> str | None:
-    """Whether the urlencoded or multipart form or the JSON body breaks the rule ("form",
-    "json"), or None."""
+    if request.path == MCP_PATH or not request.body_exists:
+        return None
+    if (request.content_length or 0) > request.app[CONFIG].limits.max_body_bytes:
+        return None  # over the request bound: the handler's own read refuses it in its shape
     content_type = request.content_type
     if content_type == FORM:
         return None if urlencoded_is_text(await request.read()) else "form"
@@ -109,29 +107,12 @@ def _refusal(request: web.Request, where: str) -> web.StreamResponse:
     return response
 
 
-def refused_head(request: web.Request) -> web.StreamResponse | None:
-    """The 400 of a routed request whose query string or cookies are not text; None when
+async def refused_input(request: web.Request) -> web.StreamResponse | None:
+    """The 400 of a routed request whose query, cookies or body are not text; None when
     they are, and for a path no route matches (its 404 or 405)."""
     if request.match_info.http_exception is not None:
         return None
-    where = _head_problem(request)
-    return None if where is None else _refusal(request, where)
-
-
-def reads_body(request: web.Request) -> bool:
-    """Whether the body is checked here (`refused_body`): not /mcp's (the envelope checks
-    it), not one over the request bound (the handler's own read refuses it in its shape),
-    not on a path no route matches."""
-    if request.path == MCP_PATH or not request.body_exists:
-        return False
-    if request.match_info.http_exception is not None:
-        return False
-    return (request.content_length or 0) <= request.app[CONFIG].limits.max_body_bytes
-
-
-async def refused_body(request: web.Request) -> web.StreamResponse | None:
-    """The 400 of a form or JSON body that is not text; None when it is."""
-    where = await _body_problem(request)
+    where = await _problem(request)
     return None if where is None else _refusal(request, where)
 
 

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from service.audit import unavailable_answer
 from service.auth.oauth.error_pages import crash_page, http_error_answer, unavailable_page
-from service.bad_input import reads_body, refused_body, refused_head, refused_text
+from service.bad_input import refused_input, refused_text
 from service.errors import NOT_TEXT, AuditUnavailable
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -34,10 +34,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def answer_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         try:
-            # Sync for /mcp, whose body is not read here: no coroutine a request.
-            refusal = refused_head(request)
-            if refusal is None and reads_body(request):
-                refusal = await refused_body(request)
+            refusal = await refused_input(request)
             if refusal is not None:
                 return refusal
             return await handler(request)

@@ -23,7 +23,7 @@ from service.audit.sinks import Sink
 from service.config import Config
 from service.keys import AUDIT, DB_POOL, METRICS, TOKENS
 from tests.audit_trail.reading import audit_lines
-from tests.oauth.flow import hidden
+from tests.oauth.flow import BROWSER, hidden
 from tests.support.approvals import granted, seed_member
 from tests.support.mcp_wire import tool_call
 from tests.support.server import ServeProcesses
@@ -97,9 +97,6 @@ async def _app(
     who = await seed_member(app[DB_POOL], workspaces=1)
     _, issued = await granted(app[DB_POOL], app[TOKENS], who)
     return client, issued.access_token
-
-
-BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
 
 async def _burst(client: TestClient[web.Request, web.Application], token: str) -> list[int]:

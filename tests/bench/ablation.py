@@ -206,8 +206,10 @@ def _switch_off_added_parts(switches: set[str]) -> None:
     if "nobadinput" in switches:
         from service import error_answers
 
-        setattr(error_answers, "refused_head", lambda request: None)  # noqa: B010 (a name it imported)
-        setattr(error_answers, "reads_body", lambda request: False)  # noqa: B010
+        async def refused_input(request: Any) -> None:
+            return None
+
+        setattr(error_answers, "refused_input", refused_input)  # noqa: B010 (a name it imported)
 
 
 def _thousands(count: float) -> str:

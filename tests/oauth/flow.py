@@ -20,6 +20,8 @@ from tests.support.mcp_wire import tool_call as wire_tool_call
 
 PASSWORD = "correct horse battery staple"
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
+# What a browser sends for a page (error_pages.wants_html: it names text/html).
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
 
 @dataclass

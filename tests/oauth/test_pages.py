@@ -14,9 +14,9 @@ from service.auth.approvals import create_operator_client, grant_approval
 from service.auth.oauth.pages import setup_pages
 from service.error_answers import answer_errors
 from tests.oauth.conftest import ClientFactory, OAuth
-from tests.oauth.flow import Account, authorize_params, forms, pkce, seed_account
+from tests.oauth.flow import BROWSER, Account, authorize_params, forms, pkce, seed_account
 
-HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+HTML = BROWSER
 API = {"Accept": "application/json"}
 
 

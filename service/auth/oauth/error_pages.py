@@ -32,6 +32,7 @@ _PAGES = {
         "The address exists, but not for this kind of request. Open it from a link or a form.",
     ),
     413: ("The form is too large", "Go back and send a shorter form."),
+    503: ("Elova is busy", "Your request could not be completed right now. Try again in a moment."),
 }
 
 
@@ -85,11 +86,7 @@ def unavailable_page(request: web.Request, retry_after_seconds: int) -> web.Resp
     audit line found no room), with Retry-After; None for the rest (their JSON 503)."""
     if not wants_html(request):
         return None
-    page = error_page(
-        request, "Elova is busy",
-        "Your request could not be completed right now. Try again in a moment.",
-        status=503, note="", back=(APPROVALS_PATH, "Go to your approvals"),
-    )  # fmt: skip
+    page = _html_error(request, 503, "Service Unavailable")
     page.headers["Retry-After"] = str(retry_after_seconds)
     return page
 
