@@ -46,8 +46,7 @@ async def answer_errors(request: web.Request, handler: Handler) -> web.StreamRes
             raise
         return answer
     except AuditUnavailable as err:  # expected under a sink outage: no traceback logged
-        seconds = err.retry_after_seconds or 1
-        return unavailable_page(request, seconds) or unavailable_answer(err)
+        return unavailable_page(request, err) or unavailable_answer(err)
     except Exception:
         page = crash_page(request)
         if page is None:

@@ -265,6 +265,11 @@ class Unavailable(ToolError):
     code = "UNAVAILABLE"
     retryable = True
 
+    @property
+    def retry_after(self) -> int:
+        """The Retry-After of its 503: the seconds it names, else 1."""
+        return self.retry_after_seconds or 1
+
 
 class AuditUnavailable(Unavailable):
     """The audit queue stayed full past ELOVA_AUDIT_WAIT_SECONDS (the sink is down or too

@@ -69,7 +69,7 @@ def unavailable_answer(err: AuditUnavailable) -> web.Response:
     return web.json_response(
         {"error": "temporarily_unavailable", "error_description": err.message},
         status=503,
-        headers={hdrs.RETRY_AFTER: str(err.retry_after_seconds or 1)},
+        headers={hdrs.RETRY_AFTER: str(err.retry_after)},
     )
 
 

@@ -227,5 +227,5 @@ async def audited(
         # A refusal (an error status) carries no data: its line may join a flood's batch.
         await record_line(app, line, refusal=answer.status >= 400)
     except AuditUnavailable as err:
-        return answers.unavailable(incoming.id, err.message, err.retry_after_seconds or 1)
+        return answers.unavailable(incoming.id, err.message, err.retry_after)
     return answer

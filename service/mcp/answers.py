@@ -52,7 +52,7 @@ def failure(
     if isinstance(err, LimitExceeded):
         return limited(rpc_id, err)
     if isinstance(err, Unavailable):
-        return unavailable(rpc_id, err.message, err.retry_after_seconds or 1)
+        return unavailable(rpc_id, err.message, err.retry_after)
     if isinstance(err, STORE_FAILED):
         log.warning("store unavailable: %r", err, extra={"request_id": request_id})
         return unavailable(rpc_id, STORE_UNAVAILABLE, 1)

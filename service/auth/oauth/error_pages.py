@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.auth.oauth.metadata import APPROVALS_PATH
 from service.auth.oauth.pages import error_page
+from service.errors import Unavailable
 from service.keys import REQUEST_ID
 
 log = logging.getLogger(__name__)
@@ -81,13 +82,13 @@ def http_error_answer(request: web.Request, exc: web.HTTPException) -> web.Respo
     return response
 
 
-def unavailable_page(request: web.Request, retry_after_seconds: int) -> web.Response | None:
+def unavailable_page(request: web.Request, err: Unavailable) -> web.Response | None:
     """For a browser, the 503 page of a request the service could not record in time (its
     audit line found no room), with Retry-After; None for the rest (their JSON 503)."""
     if not wants_html(request):
         return None
     page = _html_error(request, 503, "Service Unavailable")
-    page.headers["Retry-After"] = str(retry_after_seconds)
+    page.headers[hdrs.RETRY_AFTER] = str(err.retry_after)
     return page
 
 
