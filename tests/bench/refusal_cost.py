@@ -150,15 +150,20 @@ async def _asking(client: _Client, raw: bytes, status: int, count: int) -> None:
             raise RuntimeError(f"expected {status}, got {got}: {bytes(client.transport.buffer)!r}")
 
 
+def _each(count: int, connections: int) -> int:
+    """The requests each client makes in one half of a `_rounds` (warm-up, measured)."""
+    return max(1, count // connections)
+
+
 def _made(count: int, connections: int) -> int:
     """The requests one `_rounds` makes: its warm-up and the measured ones."""
-    return 2 * max(1, count // connections) * connections
+    return 2 * _each(count, connections) * connections
 
 
 async def _rounds(clients: list[_Client], raw: bytes, status: int, count: int) -> float:
     """Seconds of process CPU a request, over `count` requests (spread over the clients,
     all at once) after as many to warm up."""
-    each = max(1, count // len(clients))
+    each = _each(count, len(clients))
     await asyncio.gather(*(_asking(client, raw, status, each) for client in clients))
     started = time.process_time()
     await asyncio.gather(*(_asking(client, raw, status, each) for client in clients))
