@@ -48,26 +48,15 @@ TEST_ARGS ?=
 test: install tools
 	bash tests/run.sh $(TEST_ARGS)
 
-# The fast loop: lint, types and the unit tests that need no PostgreSQL, Redis, browser,
-# Node or other installed tool (no fixture of theirs reaches tests/conftest.py's database),
-# in well under a minute. A new pure test file joins this list.
-UNIT_TESTS := tests/test_config.py tests/test_crypto.py tests/test_shedding.py \
-	tests/test_inflight_limit.py \
-	tests/oauth/test_outbound_address.py \
-	tests/test_database_urls.py \
-	tests/limits/test_units.py tests/limits/test_engine_config.py \
-	tests/rules/test_periods.py tests/tools/test_arguments.py tests/rules/test_history.py \
-	tests/engines/test_settings.py tests/demo/test_snapshot.py \
-	tests/ux/test_docs.py tests/ux/test_tools_doc.py \
-	tests/ux/test_no_shared_refs.py tests/ux/test_rewrite_shared_refs.py \
-	tests/test_migration_rule.py tests/oauth/test_hosts.py tests/test_client_address.py \
-	tests/test_tracing_units.py tests/audit_trail/test_units.py tests/bench/test_peers.py
-
+# The fast loop: lint, types and the tests marked `unit` (pytest -m unit): those that need no
+# PostgreSQL, Redis, browser, Node or other installed tool, in well under a minute. A new pure
+# test module says so with `pytestmark = pytest.mark.unit`; tests/conftest.py fails a `unit`
+# test that reaches the test database.
 check: install
 	$(BIN)/ruff check service tests
 	$(BIN)/ruff format --check service tests
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider $(UNIT_TESTS)
+	$(BIN)/pytest -q -p no:cacheprovider -m unit
 
 lint: install
 	$(BIN)/ruff check service tests

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from service.database_urls import database_url, primary_database_url
+from service.edge.paths import MCP_PATH
 from service.errors import ConfigError
 from service.settings.audit import Audit, read_audit
+from service.settings.database import database_url, primary_database_url
 from service.settings.limits import (
     Connections,
     Limits,
@@ -27,11 +28,10 @@ from service.settings.limits import (
 from service.settings.oauth import (
     Registration,
     SigninThrottle,
-    TrustedProxies,
     read_registration,
     read_signin_throttle,
-    read_trusted_proxies,
 )
+from service.settings.proxies import TrustedProxies, read_trusted_proxies
 from service.settings.reading import (
     flag,
     non_negative_float,
@@ -44,7 +44,7 @@ from service.settings.reading import (
     value_of,
 )
 from service.settings.redis import RedisEngine, key_prefix, read_redis_engine, redis_url
-from service.tracing import configured as tracing_configured
+from service.settings.tracing import configured as tracing_configured
 
 
 @dataclass(frozen=True)
@@ -90,15 +90,16 @@ class Config:
     registration: Registration = field(default_factory=Registration)
     trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
     signin_throttle: SigninThrottle = field(default_factory=SigninThrottle)
-    # OpenTelemetry traces (service/tracing/): whether the standard OTEL_* variables name an
-    # OTLP endpoint (and do not disable the SDK). The SDK reads the variables themselves.
+    # OpenTelemetry traces (service/observability/tracing/): whether the standard OTEL_*
+    # variables name an OTLP endpoint (and do not disable the SDK, service/settings/tracing.py).
+    # The SDK reads the variables themselves.
     tracing: bool = False
     audit: Audit = field(default_factory=Audit)
 
     @property
     def mcp_resource(self) -> str:
         """The MCP resource identifier: the audience of every access token."""
-        return self.public_url + "/mcp"
+        return self.public_url + MCP_PATH
 
     @property
     def issuer(self) -> str:

@@ -45,6 +45,15 @@ def pytest_sessionfinish() -> None:
         asyncio.run(drop_database(db))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `unit` (what `make check` runs without services) must not need the
+    test database."""
+    if item.get_closest_marker("unit") is not None and "test_database" in getattr(
+        item, "fixturenames", ()
+    ):
+        pytest.fail(f"{item.nodeid} is marked unit but needs the test database", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def signing_key_pem() -> bytes:
     return ed25519_pem()

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from service.audit import context_of, record
 from service.audit.events import (
     APPROVAL_REVOKED,
     CLIENT_REGISTERED,
@@ -33,6 +32,7 @@ from service.audit.events import (
     event,
 )
 from service.audit.sinks import open_sink
+from service.audit.trail import context_of, record
 from service.audit.writer import AuditWriter
 from service.config import Config
 from service.errors import (

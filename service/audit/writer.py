@@ -25,10 +25,10 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from service import metric_updates
 from service.audit.events import AuditEvent, encode_line
 from service.audit.sinks import Sink
 from service.errors import AuditUnavailable
+from service.observability.metrics import updates as metric_updates
 from service.settings.audit import Audit
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from datetime import datetime
 import asyncpg
 from aiohttp import web
 
+from service.app_keys import ACTIVITY, CALLER, DB_POOL
 from service.auth.activity_counts import RETENTION, ActivityRecorder
-from service.keys import ACTIVITY, CALLER, DB_POOL
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import asyncpg
 
 from service.auth.caller import Caller
-from service.errors import STORE_FAILED, InsufficientScope, InvalidToken, Unavailable
+from service.errors import InsufficientScope, InvalidToken, Unavailable
+from service.store.failures import STORE_FAILED
 from service.store.reads.approvals import read_approval_state
 
 ApprovalRead = Callable[[uuid.UUID], Awaitable[Mapping[str, Any] | None]]

@@ -12,13 +12,13 @@ import re
 
 from aiohttp import hdrs, web
 
+from service.app_keys import TOKENS
 from service.auth.caller import ALL_SCOPES, Caller
 from service.auth.tokens import AccessClaims, TokenService
 from service.config import Config
+from service.edge.paths import MCP_RESOURCE_METADATA_PATH
 from service.errors import AuthError, InsufficientScope, InvalidToken
-from service.keys import TOKENS
 
-METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 # RFC 6750 b64token (1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="); anything
 # else in the credentials is malformed. Checked with a byte table, not a regular expression:
 # every call pays it, and the regex's per-character step cost more than the rest of the
@@ -147,7 +147,7 @@ _KNOWN_CHALLENGES = 1024
 def _challenge(
     public_url: str, missing: bool, error: str, description: str, scope: str | None
 ) -> str:
-    parts = [f'resource_metadata="{public_url}{METADATA_PATH}"']
+    parts = [f'resource_metadata="{public_url}{MCP_RESOURCE_METADATA_PATH}"']
     if missing:
         parts.append(f'scope="{" ".join(ALL_SCOPES)}"')
         return "Bearer " + ", ".join(parts)

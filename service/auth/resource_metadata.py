@@ -10,10 +10,10 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from service.auth.bearer import METADATA_PATH
+from service.app_keys import CONFIG, TOKENS
 from service.auth.caller import ALL_SCOPES
 from service.auth.oauth.cors import add_cors_routes
-from service.keys import CONFIG, TOKENS
+from service.edge.paths import JWKS_PATH, MCP_RESOURCE_METADATA_PATH, RESOURCE_METADATA_PATH
 
 RESOURCE_NAME = "Elova"
 _PUBLIC_HEADERS = {
@@ -45,14 +45,14 @@ async def jwks(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     # RFC 9728 §3.1 inserts the well-known segment before the resource's path ("/mcp");
     # the bare path serves clients that look there first.
-    app.router.add_get("/.well-known/oauth-protected-resource", resource_metadata)
-    app.router.add_get(METADATA_PATH, resource_metadata)
-    app.router.add_get("/.well-known/jwks.json", jwks)
+    app.router.add_get(RESOURCE_METADATA_PATH, resource_metadata)
+    app.router.add_get(MCP_RESOURCE_METADATA_PATH, resource_metadata)
+    app.router.add_get(JWKS_PATH, jwks)
     add_cors_routes(
         app,
         {
-            "/.well-known/oauth-protected-resource": "GET, OPTIONS",
-            METADATA_PATH: "GET, OPTIONS",
-            "/.well-known/jwks.json": "GET, OPTIONS",
+            RESOURCE_METADATA_PATH: "GET, OPTIONS",
+            MCP_RESOURCE_METADATA_PATH: "GET, OPTIONS",
+            JWKS_PATH: "GET, OPTIONS",
         },
     )

@@ -1,1 +1,2 @@
-"""Operator commands, one module each: `add_parser(subparsers)` and `run(args) -> int`."""
+"""Operator commands, one module each: `add_parser(subparsers)` and `run(args) -> int`.
+Modules: docs/architecture.md."""

@@ -1,5 +1,5 @@
 """`elova-mcp load FILE`: upsert a snapshot file's records in one transaction, then ANALYZE
-the tables it wrote (service/store/statistics.py).
+the tables it wrote (service/store/planner_statistics.py).
 
 Prints a one-line summary and exits 0 (how long the ANALYZE took goes to stderr); a file
 that cannot be read or loaded exits 1 with the reason on stderr (a bad record changes
@@ -18,8 +18,8 @@ import asyncpg
 from service.cli.database_command import refuse, run_on_database
 from service.config import Config
 from service.errors import CommandRefused, LoadError
-from service.store import statistics
-from service.store.snapshot import load_snapshot
+from service.store import planner_statistics as statistics
+from service.store.load_snapshot import load_snapshot
 
 _PROG = "elova-mcp load"
 

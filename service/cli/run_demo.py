@@ -26,8 +26,8 @@ from service.auth.approvals import IssuedTokens
 from service.cli.approve import approve
 from service.cli.preflight import check_listeners, connect_postgresql
 from service.config import Config
-from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace_ids
 from service.demo.banner import Banner, render
+from service.demo.document import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace_ids
 from service.demo.embedded import (
     SIGNING_KEY_FILE,
     ensure_database,
@@ -41,8 +41,8 @@ from service.errors import (
     LoadError,
     MigrationError,
 )
+from service.store.load_snapshot import LoadReport, load_snapshot
 from service.store.migrate import migrate
-from service.store.snapshot import LoadReport, load_snapshot
 
 DEMO_CLIENT_NAME = "Elova demo (make run)"
 _PROG = "elova-mcp run-demo"
@@ -173,8 +173,8 @@ def _banner(
 
 def _serve(cfg: Config, server: Any) -> int:
     from service.app import create_app
-    from service.logs import configure_logging
-    from service.main_listener import serve
+    from service.observability.logs import configure_logging
+    from service.server.listener import serve
 
     configure_logging(cfg.log_level)
     app = create_app(cfg)

@@ -23,12 +23,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     cfg = Config.from_env()
-    from service.logs import configure_logging
+    from service.observability.logs import configure_logging
 
     configure_logging(cfg.log_level)
     check_listeners(cfg)
     # Readiness fails first on SIGTERM; in-flight requests get the deadline to finish.
-    from service.main_listener import serve
+    from service.server.listener import serve
 
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         runner.run(check_dependencies(cfg))

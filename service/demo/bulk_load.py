@@ -8,7 +8,7 @@ executions table's keys and indexes dropped for the copy and rebuilt afterwards 
 index instead of millions of random B-tree inserts). Then the workflow summaries are
 recomputed by the loader's `refresh_workflow_summaries`, the statistics rollups by
 `rebuild_rollups` (service/store/rollups.py), and every table written is analysed
-(service/store/statistics.py). Not a path for a database that serves: the parallel copy
+(service/store/planner_statistics.py). Not a path for a database that serves: the parallel copy
 drops the executions table's indexes (docs/operations.md, "Loading snapshots while
 serving"); `elova-mcp load` is.
 """
@@ -43,8 +43,8 @@ from service.errors import BulkRefused
 from service.store.db import connect
 from service.store.load_executions import refresh_workflow_summaries
 from service.store.load_inventory import load_accounts, load_instances, load_workspaces
+from service.store.planner_statistics import analyze, qualified
 from service.store.rollups import rebuild_rollups
-from service.store.statistics import analyze, qualified
 
 # Below this many executions one process copies into the indexed table: rebuilding every
 # index costs more than it saves.

@@ -29,15 +29,15 @@ from uuid import UUID
 from service.auth.caller import Caller
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import APPROVAL, Budget, Decision
-from service.limits.calls import ScriptCalls
 from service.limits.local import LocalLimiter
 from service.limits.pipeline import ScriptPipeline
 from service.limits.recent import RecentRefusals
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, RedisClient
 from service.limits.refusals import Refusals
+from service.limits.script_calls import ScriptCalls
 from service.limits.shared import UNANSWERED, Admitting, SharedLimiter
 from service.limits.spent import SpentBudgets
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
 
 

@@ -18,7 +18,7 @@ import random
 
 import msgspec
 
-from service.headers import RATE_LIMIT, RATE_LIMIT_POLICY
+from service.edge.headers import RATE_LIMIT, RATE_LIMIT_POLICY
 
 APPROVAL_POLICY = "approval"
 DAILY_POLICY = "account_daily"

@@ -1,4 +1,4 @@
-"""The Redis clients of the admission, one a mode: `redis_ctx` (service/limits/__init__.py)
+"""The Redis clients of the admission, one a mode: `redis_ctx` (service/limits/setup.py)
 gives an app one, in `app[REDIS]` (None without Redis settings).
 
 ELOVA_REDIS_MODE picks the client: `standalone` a `redis.asyncio.Redis` on ELOVA_REDIS_URL;

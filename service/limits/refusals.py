@@ -4,8 +4,8 @@ that did not answer, and their messages. Each refusal is counted here
 
 from __future__ import annotations
 
+from service.edge.headers import RATE_LIMIT
 from service.errors import LimitExceeded
-from service.headers import RATE_LIMIT
 from service.limits.budget import (
     ACCOUNT,
     ACCOUNT_DAILY,
@@ -17,7 +17,7 @@ from service.limits.budget import (
     concurrency_hint,
 )
 from service.limits.local import LocalLimiter
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
 
 

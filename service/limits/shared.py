@@ -23,15 +23,15 @@ from uuid import UUID
 
 from redis.exceptions import RedisError
 
-from service import tracing
 from service.auth.caller import Caller
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import Decision
-from service.limits.calls import ScriptCalls
 from service.limits.local import LocalLimiter
 from service.limits.pipeline import ScriptPipeline
 from service.limits.redis_client import RedisClient
-from service.metrics import Metrics
+from service.limits.script_calls import ScriptCalls
+from service.observability.metrics.app_metrics import Metrics
+from service.observability.tracing import hooks as tracing
 
 log = logging.getLogger("service.limits")
 

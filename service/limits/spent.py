@@ -16,7 +16,7 @@ from uuid import UUID
 from service.errors import LimitExceeded
 from service.limits.budget import APPROVAL, Budget, Decision
 from service.limits.refusals import Refusals
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 
 # How many approvals are remembered before starting over.
 _KNOWN = 4096

@@ -1,27 +1,3 @@
-"""MCP over streamable HTTP on `/mcp`: catalog, sessions and the endpoint (docs/protocol.md)."""
-
-from __future__ import annotations
-
-from aiohttp import web
-
-from service.keys import CATALOG, CONFIG, SESSIONS
-
-
-def setup_mcp(app: web.Application) -> None:
-    from service.mcp.catalog import Catalog
-    from service.mcp.sessions import SessionStore, derive_session_key
-    from service.mcp.transport import handle
-    from service.tools import all_tools
-
-    cfg = app[CONFIG]
-    catalog = Catalog.load()
-    # With a read replica the approval is never confirmed by a tool's own statement, which
-    # would read it on a possibly lagging standby (docs/decisions/engines.md).
-    catalog.bind(all_tools(), self_authorizing=cfg.database_read_url is None)
-    app[CATALOG] = catalog
-    app[SESSIONS] = SessionStore(
-        derive_session_key(cfg.signing_key_pem),
-        [derive_session_key(pem) for pem in cfg.previous_signing_keys_pem],
-        lookup_timeout_seconds=cfg.limits.request_deadline_seconds,
-    )
-    app.router.add_route("*", "/mcp", handle)
+"""MCP over streamable HTTP on `/mcp` (docs/protocol.md): the transport, the envelope,
+dispatch, the error boundary, a tools/call, its span and its audit line.
+Modules: docs/architecture.md."""

@@ -8,7 +8,7 @@
     anything else        500, JSON-RPC -32603 "Internal error", logged with the request id
 
 Tool errors (a tool's own ToolError, and its reads' foreign failures through
-service.errors.tool_failure) are results, not errors: service/mcp/calls.py shapes them.
+service.errors.tool_failure) are results, not errors: service/mcp/tools_call.py shapes them.
 """
 
 from __future__ import annotations
@@ -18,17 +18,12 @@ import logging
 from aiohttp import web
 from aiohttp.hdrs import RETRY_AFTER, WWW_AUTHENTICATE
 
+from service.app_keys import CONFIG, METRICS
 from service.auth.bearer import auth_reason, challenge
-from service.errors import (
-    STORE_FAILED,
-    AuthError,
-    LimitExceeded,
-    ProtocolError,
-    Unavailable,
-)
-from service.keys import CONFIG, METRICS
+from service.errors import AuthError, LimitExceeded, ProtocolError, Unavailable
 from service.mcp import protocol as p
 from service.mcp.rpc import Answer
+from service.store.failures import STORE_FAILED
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from service import headers as h
+from service.app_keys import ADMISSION, CATALOG, DB_POOL, METRICS, SESSIONS
+from service.edge import headers as h
 from service.errors import (
     InvalidParams,
     InvalidRequest,
@@ -31,14 +32,13 @@ from service.errors import (
     SessionNotFound,
     Unavailable,
 )
-from service.keys import ADMISSION, CATALOG, DB_POOL, METRICS, SESSIONS
 from service.limits.admission import Admission, Grant
 from service.limits.shared import Admitting
 from service.mcp import answers
 from service.mcp import protocol as p
-from service.mcp.calls import call_tool
 from service.mcp.rpc import SERVER_INFO, Answer, Call, modern_meta, params_of
 from service.mcp.sessions import Session
+from service.mcp.tools_call import call_tool
 from service.mcp.versions import SUPPORTED, negotiate_session, session_header_ok
 from service.tools.base import Tool
 

@@ -11,7 +11,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from service import headers as h
+from service.edge import headers as h
+from service.edge.text import json_has_nul
 from service.errors import (
     HeaderMismatch,
     InvalidParams,
@@ -19,7 +20,6 @@ from service.errors import (
     ParseError,
     UnsupportedProtocolVersion,
 )
-from service.input_text import json_has_nul
 from service.mcp import protocol as p
 from service.mcp.versions import (
     META_CLIENT_CAPABILITIES,

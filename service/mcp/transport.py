@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 from aiohttp import hdrs, web
 
-from service import headers as h
-from service import tracing
-from service.audit.tool_calls import audited
+from service.app_keys import APPROVAL_READS, CALLER, CONFIG, METRICS, PACING_KEY, REQUEST_ID, TOKENS
 from service.auth.activity import record_call
 from service.auth.authorization import Authorization
 from service.auth.bearer import verify
+from service.edge import headers as h
+from service.edge.request_ids import new_request_id
+
+if TYPE_CHECKING:
+    from service.mcp.span import RequestSpan
+    from service.observability.tracing.provider import Tracing
 from service.errors import AuthError, ProtocolError
-from service.keys import APPROVAL_READS, CALLER, CONFIG, METRICS, PACING_KEY, REQUEST_ID, TOKENS
 from service.mcp import answers, guards
+from service.mcp.audit_line import audited
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
 from service.mcp.rpc import Answer, Call
-from service.request_ids import new_request_id
+from service.observability.tracing import hooks as tracing
 
 ALLOWED_METHODS = "POST, DELETE, OPTIONS"
 EXPOSED_HEADERS = ", ".join(
@@ -54,7 +59,7 @@ PREFLIGHT_HEADERS = ", ".join(
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    rid = request.get(REQUEST_ID)  # the request log's (service/logs.py)
+    rid = request.get(REQUEST_ID)  # the request log's (service/observability/logs.py)
     if rid is None:  # an app composed without it (a test of one part)
         rid = request[REQUEST_ID] = new_request_id()
     app = request.app  # read once: each `request.app` is two property calls
@@ -83,13 +88,14 @@ async def post(request: web.Request, app: web.Application, rid: str) -> Answer:
     started = time.perf_counter()
     checked = await _read_request(request, app)
     incoming = None if isinstance(checked, Answer) else checked
-    traced = tracing.ACTIVE  # None unless OTEL_* configured tracing (service/tracing/)
-    span = None if traced is None else traced.request_span(request, incoming, started)
+    traced = tracing.ACTIVE  # None unless OTEL_* configured tracing (observability/tracing/)
+    span = None if traced is None else _request_span(traced, request, incoming, started)
     if isinstance(checked, Answer):
         answer, method, tool = checked, "", None
     else:
         try:
-            answer = await audited(request, app, checked, await _answer(request, app, rid, checked))
+            answer = await _answer(request, app, rid, checked)
+            answer = await audited(request, app, checked, answer)
         except BaseException as err:  # cancelled: the client went away
             if span is not None:
                 span.abandon(err)
@@ -108,6 +114,17 @@ async def post(request: web.Request, app: web.Application, rid: str) -> Answer:
         rpc_code=answer.rpc_code,
     )
     return answer
+
+
+def _request_span(
+    traced: Tracing, request: web.Request, incoming: Incoming | None, started: float
+) -> RequestSpan | None:
+    """The MCP server span of this POST, current from now on; None when its trace is not
+    sampled. Imported here: the span's module imports OpenTelemetry, which a replica
+    without tracing never loads."""
+    from service.mcp.span import start
+
+    return start(traced.tracer, request, incoming, started)
 
 
 async def _answer(

@@ -48,12 +48,12 @@ FIXED = "fixed"
 
 @dataclass(frozen=True)
 class Shedding:
-    """When this replica refuses new requests at once (503 + Retry-After, service/shedding.py):
-    event-loop lag at `loop_lag_seconds` (0: never for lag), or the requests in flight on the
-    shed routes at the in-flight limit. `admission` chooses that limit: fixed (`max_inflight`
-    itself, the default) or adaptive (sized from the measured latency, at most
-    `max_inflight`; opt-in, docs/decisions/floods.md); by default `max_inflight` is twice
-    the PostgreSQL pool."""
+    """When this replica refuses new requests at once (503 + Retry-After,
+    service/server/overload/shedding.py): event-loop lag at `loop_lag_seconds` (0: never for
+    lag), or the requests in flight on the shed routes at the in-flight limit. `admission`
+    chooses that limit: fixed (`max_inflight` itself, the default) or adaptive (sized from
+    the measured latency, at most `max_inflight`; opt-in, docs/decisions/floods.md); by
+    default `max_inflight` is twice the PostgreSQL pool."""
 
     loop_lag_seconds: float = 0.05
     max_inflight: int = 20
@@ -62,7 +62,7 @@ class Shedding:
 
 @dataclass(frozen=True)
 class Connections:
-    """The main listener's guards against slow and idle clients (service/connections.py)."""
+    """The main listener's guards against slow and idle clients (service/server/connections.py)."""
 
     max_connections: int = 1000
     header_timeout_seconds: float = 10.0  # first byte of a request head → the whole head

@@ -18,7 +18,7 @@ target_session_attrs, which asyncpg follows on every new connection. Every conne
 socket gets TCP keepalives and TCP_USER_TIMEOUT (ELOVA_DATABASE_TCP_TIMEOUT_SECONDS), so one
 to a host that vanished without a word is closed by the kernel and the pool replaces it; a
 new one gives up on a host after ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS and tries the next
-(service/store/hosts.py). A primary's connection that
+(service/store/multi_host.py). A primary's connection that
 is refused a write as read-only (a former primary back as a standby) is closed at once.
 """
 
@@ -32,10 +32,10 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
-from service import tracing
+from service.app_keys import CONFIG, DB_POOL, DB_READ_POOL
 from service.config import Config
-from service.keys import CONFIG, DB_POOL, DB_READ_POOL
-from service.store.hosts import HostByHost
+from service.observability.tracing import hooks as tracing
+from service.store.multi_host import HostByHost
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,9 @@ class StoreConnection(asyncpg.Connection):  # type: ignore[misc]
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             tune_socket(sock, self.tcp_timeout_seconds)
-        traced = tracing.statement_logger()  # None unless tracing is on (service/tracing/)
+        traced = (
+            tracing.statement_logger()
+        )  # None unless tracing is on (service/observability/tracing/)
         if traced is not None:
             self.add_query_logger(traced)
 

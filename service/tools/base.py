@@ -20,8 +20,8 @@ import msgspec
 
 from service.auth.authorization import Authorization
 from service.auth.caller import Caller
+from service.edge.text import json_has_nul, nul_path
 from service.errors import NotFound, ValidationError
-from service.input_text import json_has_nul, nul_path
 from service.rules.identifiers import UUID_PATTERN
 from service.tools import paging
 from service.tools.arguments import explain

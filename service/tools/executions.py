@@ -27,7 +27,7 @@ from service.store.reads.executions import (
     ROW_COLUMNS,
     page_query,
 )
-from service.store.reads.one_snapshot import one_snapshot, one_snapshot_unless
+from service.store.reads.same_view import same_view, same_view_unless
 from service.tools.base import (
     LimitArg,
     Output,
@@ -217,7 +217,7 @@ async def get_many_executions(ctx: ToolContext, params: ManyExecutionsParams) ->
     prefetched: list[asyncpg.Record] | None = None
     # One pooled connection for every read of the call (not one checkout a statement); the
     # scope and the page read one snapshot when they are two statements.
-    async with ctx.pool.acquire() as conn, one_snapshot_unless(one_statement, conn):
+    async with ctx.pool.acquire() as conn, same_view_unless(one_statement, conn):
         # Confirms the caller (401/403) before any later check; NOT_FOUND waits its turn.
         if one_statement:
             as_of = ctx.now.astimezone(UTC)
@@ -307,7 +307,7 @@ def _s(value: UUID | None) -> str | None:
 async def get_execution(ctx: ToolContext, params: ExecutionParams) -> OneExecution:
     workspace_id = parse_uuid(params.workspaceId)
     execution_id = parse_uuid(params.executionId)
-    async with ctx.pool.acquire() as conn, one_snapshot(conn):
+    async with ctx.pool.acquire() as conn, same_view(conn):
         scope = await read_scope(ctx, conn, workspace_id)
         row = await conn.fetchrow(ONE_EXECUTION, execution_id, workspace_id)
         if row is None:

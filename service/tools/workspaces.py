@@ -16,7 +16,7 @@ import msgspec
 from service.auth.caller import WORKSPACES_READ
 from service.errors import NotFound
 from service.rules.shaping import shorten
-from service.store.reads.one_snapshot import one_snapshot_unless
+from service.store.reads.same_view import same_view_unless
 from service.store.reads.workspaces import eligible_workspace_name, workspace, workspace_page
 from service.tools.base import LimitArg, Output, Params, Tool, ToolContext, UuidArg, parse_uuid
 from service.tools.cursors import check_fresh
@@ -71,7 +71,7 @@ async def get_many_workspaces(ctx: ToolContext, params: GetManyWorkspacesParams)
     after: tuple[str, UUID] | None = None
     # With a cursor, the anchor's name and the page are read from one snapshot.
     paging_on = isinstance(params.cursor, str)
-    async with ctx.pool.acquire() as conn, one_snapshot_unless(not paging_on, conn):
+    async with ctx.pool.acquire() as conn, same_view_unless(not paging_on, conn):
         if isinstance(params.cursor, str):
             state = ctx.cursors.open(params.cursor, binding)
             check_fresh(state, _LIST_GENERATION)

@@ -20,14 +20,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from cryptography.hazmat.primitives import serialization
 
-from service.auth import setup_auth
+from service.app_keys import APPROVAL_READS, CONFIG, DB_POOL, METRICS, TOKENS
 from service.auth.authorization import Authorization
 from service.auth.bearer import auth_reason, challenge, verify
+from service.auth.setup import setup_auth
 from service.auth.tokens import TokenService
 from service.config import Config
 from service.errors import AuthError, Unavailable
-from service.keys import APPROVAL_READS, CONFIG, DB_POOL, METRICS, TOKENS
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from tests.support.approvals import Member
 
 

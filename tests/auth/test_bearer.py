@@ -161,9 +161,9 @@ def test_setup_auth_mounts_the_token_service_and_routes(config: Config) -> None:
     # The metadata routes and token service are mounted by setup_auth alone (after the
     # metrics, which every resource may record into: service/app.py).
     app = web.Application()
-    from service.auth import setup_auth
-    from service.keys import CONFIG, METRICS, TOKENS
-    from service.metrics import Metrics
+    from service.app_keys import CONFIG, METRICS, TOKENS
+    from service.auth.setup import setup_auth
+    from service.observability.metrics.app_metrics import Metrics
 
     app[CONFIG] = config
     app[METRICS] = Metrics(config)

@@ -20,6 +20,7 @@ import aiohttp
 import jwt
 import pytest
 
+from service.app_keys import DB_POOL, METRICS
 from service.auth import tokens as tokens_module
 from service.auth.tokens import (
     LEEWAY_SECONDS,
@@ -29,11 +30,10 @@ from service.auth.tokens import (
 )
 from service.config import Config
 from service.errors import InvalidToken
-from service.keys import DB_POOL, METRICS
-from service.logs import ACCESS, REFUSAL_LINES_PER_SECOND, RefusalSampler
-from service.metric_labels import PREFIX
+from service.observability.metrics.labels import PREFIX
+from service.server.access_log import ACCESS, REFUSAL_LINES_PER_SECOND, RefusalSampler
 from tests.auth.helpers import b64, sign, unverified
-from tests.oauth.flow import bearer, seed_account, tool_call
+from tests.auth.oauth.flow import bearer, seed_account, tool_call
 from tests.support.keys import ed25519_pem
 from tests.support.server import InProcessServer
 from tests.support.services import TestDatabase

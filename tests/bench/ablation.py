@@ -34,9 +34,9 @@ The switches replace code of the service in the measured process only (`serve` b
 - nolog     no request-log middleware (request id, HTTP metrics, access line);
 - nometrics every metric call is a no-op;
 - nocursor  nextCursor is not sealed;
-- noaudit   no audit line for a tools/call (service/audit/tool_calls.py);
+- noaudit   no audit line for a tools/call (service/mcp/audit_line.py);
 - nodeadline  dispatch runs without the request deadline's outer bound (the tool's stays);
-- nobadinput  no bad-input middleware (service/bad_input.py).
+- nobadinput  no bad-input middleware (service/server/bad_input.py).
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def serve(switches: set[str]) -> int:
     if "overlap" in switches:
         os.environ["ELOVA_ADMISSION_OVERLAP"] = "true"
     if "notext" in switches:
-        from service.mcp import calls
         from service.mcp import protocol as p
+        from service.mcp import tools_call as calls
 
         shipped = calls._success
 
@@ -99,11 +99,17 @@ def serve(switches: set[str]) -> int:
 
         calls._success = success
     if "nolog" in switches:
-        from service import logs
+        from aiohttp import web
 
-        logs.setup_request_log = lambda app: None
+        from service.server import access_log
+
+        @web.middleware
+        async def passing(request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+        access_log.setup_access_log = lambda app: passing
     if "nometrics" in switches:
-        from service.metrics import Metrics
+        from service.observability.metrics.app_metrics import Metrics
 
         for name in ("observe_rpc", "observe_http", "request_started", "request_finished",
                      "db_call", "redis_call"):  # fmt: skip
@@ -204,7 +210,7 @@ def _switch_off_added_parts(switches: set[str]) -> None:
 
         setattr(transport, "dispatch", dispatch._dispatch)  # noqa: B010 (a name transport imported)
     if "nobadinput" in switches:
-        from service import error_answers
+        from service.server import error_answers
 
         async def refused_input(request: Any) -> None:
             return None

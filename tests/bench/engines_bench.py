@@ -26,7 +26,7 @@ from service.limits.redis_client import (
     make_client,
     make_cluster_client,
 )
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from tests.bench.limits_bench import (
     DURATION,
     LIMITS,

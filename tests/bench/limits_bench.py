@@ -41,7 +41,7 @@ from aiohttp import web
 
 from service.limits.admission import Admission
 from service.limits.redis_client import make_client
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
 from tests.limits.conftest import RedisServer, make_caller
 

@@ -191,9 +191,9 @@ async def _measure(plan: Plan) -> dict[str, float]:
     from aiohttp import web
 
     from service.app import create_app
+    from service.app_keys import METRICS
     from service.config import Config
-    from service.connections import Connection, ConnectionGate
-    from service.keys import METRICS
+    from service.server.connections import Connection, ConnectionGate
     from tests.bench.reference import refusal_app
 
     results: dict[str, float] = {}
@@ -252,7 +252,7 @@ async def _measure(plan: Plan) -> dict[str, float]:
 
 def child() -> int:
     from service.cli.serve import event_loop_factory, tune_gc
-    from service.logs import configure_logging
+    from service.observability.logs import configure_logging
 
     plan = msgspec.json.decode(sys.stdin.buffer.read(), type=Plan)
     out = sys.stdout

@@ -115,7 +115,8 @@ def _report(
         "saturated replica's throughput is its inverse, and unlike req/s it does not move "
         "with what else runs on the machine's cores. req/s is shown as measured.",
         "- Off: the tracing SDK is not imported; the request path reads one module attribute "
-        "a hook (service/tracing/). Compare its line with the scale section's `ours`.",
+        "a hook (service/observability/tracing/). Compare its line with the scale section's "
+        "`ours`.",
     ]
     return lines
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.support.snapshots import Snapshot, member, node
 
 COMPLETE_COVERAGE = {

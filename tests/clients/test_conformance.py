@@ -31,9 +31,9 @@ import asyncpg
 import pytest
 from aiohttp import web
 
+from tests.auth.oauth.flow import forms, hidden, seed_account
 from tests.clients.node import BIN, TS_DIR
 from tests.clients.proxy import BearerProxy
-from tests.oauth.flow import forms, hidden, seed_account
 from tests.support.server import ServeProcesses, free_port
 from tests.support.services import TestDatabase
 

@@ -10,8 +10,8 @@ import asyncpg
 import msgspec
 import pytest
 
-from service.demo import DEFAULT_SEED, demo_snapshot
-from service.store.snapshot import load_snapshot
+from service.demo.document import DEFAULT_SEED, demo_snapshot
+from service.store.load_snapshot import load_snapshot
 
 NOW = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)  # the night Europe/Berlin moves to summer time
 

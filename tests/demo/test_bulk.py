@@ -21,14 +21,14 @@ import pytest
 from aiohttp import web
 
 from service.app import create_app
+from service.app_keys import DB_POOL, TOKENS
 from service.cli.approve import approve
 from service.config import Config
 from service.demo import bulk_load
 from service.demo.bulk import BulkPlan, build_world, chunk_count, execution_rows, snapshot
 from service.demo.bulk_load import write_plan
 from service.errors import BulkRefused
-from service.keys import DB_POOL, TOKENS
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.demo.test_tools import ClientFactory, DemoClient
 from tests.support.services import TestDatabase
 

@@ -11,8 +11,8 @@ from uuid import UUID
 import asyncpg
 import msgspec
 
-from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot
-from service.store.snapshot import load_snapshot
+from service.demo.document import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.demo.conftest import NOW
 
 

@@ -21,7 +21,7 @@ import aiohttp
 import msgspec
 import pytest
 
-from service.demo import demo_workspace_ids
+from service.demo.document import demo_workspace_ids
 from tests.support.mcp_wire import tool_call
 from tests.support.services import TestDatabase
 

@@ -15,9 +15,12 @@ import jsonschema
 import msgspec
 import pytest
 
-from service.demo import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace_ids
+from service.demo.document import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_workspace_ids
 from service.rules.history import HistoryIn, bound_history
 from tests.demo.conftest import NOW
+
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
 
 CATALOG = Path(__file__).parents[2] / "service" / "contract" / "elova-tools.json"
 AMOUNT = re.compile(r"^(?:0|[1-9]\d{0,37})(?:\.\d{1,18})?\Z")

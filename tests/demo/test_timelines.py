@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from service.demo import DEFAULT_SEED, demo_snapshot, demo_workspace_ids
 from service.demo.bulk import BulkPlan, build_world, snapshot
+from service.demo.document import DEFAULT_SEED, demo_snapshot, demo_workspace_ids
 from tests.demo.conftest import NOW
 from tests.demo.test_tools import DemoClient, demo  # noqa: F401 (the fixture)
 from tests.demo.timelines import execution_problems, problems

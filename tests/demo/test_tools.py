@@ -16,10 +16,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
+from service.app_keys import DB_POOL, TOKENS
 from service.cli.approve import approve
 from service.config import Config
-from service.demo import DEMO_EMAIL, demo_workspace_ids
-from service.keys import DB_POOL, TOKENS
+from service.demo.document import DEMO_EMAIL, demo_workspace_ids
 from tests.support.mcp_wire import tool_call
 
 CATALOG = Path(__file__).parents[2] / "service" / "contract" / "elova-tools.json"

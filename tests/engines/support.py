@@ -13,7 +13,7 @@ import asyncpg
 from aiohttp.test_utils import TestClient
 
 from service.auth.tokens import TokenService
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.support.approvals import Member, granted
 from tests.support.mcp_wire import tool_call
 from tests.support.snapshots import Snapshot, member

@@ -18,8 +18,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
+from service.app_keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
 from service.config import Config
-from service.keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
 from service.store.reads import executions as reads_executions
 from tests.engines.conftest import SETTLED
 from tests.engines.support import NOW, call, hammer, nine_calls, seed_world, token_for

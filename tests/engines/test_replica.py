@@ -14,10 +14,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
+from service.app_keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
 from service.config import Config
-from service.keys import CLOCK, DB_POOL, DB_READ_POOL, TOKENS
+from service.store.load_snapshot import load_snapshot
 from service.store.migrate import migrate
-from service.store.snapshot import load_snapshot
 from tests.engines.support import NOW, call, nine_calls, seed_world, token_for
 from tests.ops.proxy import TcpProxy
 from tests.support.engines_pg import PgBouncer, PrivateCluster, start_pgbouncer

@@ -19,8 +19,8 @@ from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, settings
 
 from service.app import create_app
+from service.app_keys import DB_POOL, TOKENS
 from service.config import Config
-from service.keys import DB_POOL, TOKENS
 from tests.hostile.wire import Mcp
 from tests.hostile.world import World, build_world
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from service.keys import APPROVAL_READS, DB_POOL, METRICS
+from service.app_keys import APPROVAL_READS, DB_POOL, METRICS
 from tests.hostile.conftest import Hostile
 
 

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from service.app import create_app
+from service.app_keys import DB_POOL
 from service.config import Config
-from service.errors import NOT_TEXT, tool_failure
-from service.input_text import nul_path
-from service.keys import DB_POOL
-from service.logs import Redaction
+from service.edge.text import nul_path
+from service.observability.logs import Redaction
+from service.store.failures import NOT_TEXT, tool_failure
 from tests.hostile.conftest import FUZZ, GENEROUS_LIMITS, ClientFactory, Hostile
 from tests.hostile.wire import modern_body, modern_headers
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.keys import DB_POOL
+from service.app_keys import DB_POOL
 from tests.hostile.conftest import FUZZ, Hostile
 from tests.hostile.wire import STALE_TEXT, Reply, check_answer
 from tests.hostile.world import Granted

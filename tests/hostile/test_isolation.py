@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.keys import DB_POOL
+from service.app_keys import DB_POOL
 from tests.hostile.conftest import FUZZ, Hostile
 from tests.hostile.strategies import catalog, from_schema
 from tests.hostile.wire import Reply, check_answer

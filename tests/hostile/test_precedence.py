@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from service.app_keys import CATALOG, DB_POOL, TOKENS
 from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
 from service.auth.caller import N8N_READ
-from service.keys import CATALOG, DB_POOL, TOKENS
 from tests.hostile.conftest import Hostile, HostileFactory
 from tests.hostile.test_token_attacks import SESSION_VERSION, _session_headers, initialize
 from tests.hostile.wire import Reply, check_answer

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from service.app_keys import DB_POOL, TOKENS
 from service.auth.approvals import (
     IssuedTokens,
     grant_approval,
@@ -19,7 +20,6 @@ from service.auth.approvals import (
     rotate_refresh_token,
 )
 from service.errors import GrantRefused
-from service.keys import DB_POOL, TOKENS
 from tests.hostile.conftest import Hostile
 from tests.hostile.wire import Reply, check_answer, modern_body, modern_headers
 from tests.hostile.world import Granted

@@ -21,10 +21,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from service.app_keys import APPROVAL_READS, CURSORS, DB_POOL, METRICS, TOKENS
 from service.auth.approvals import create_operator_client, grant_approval, issue_tokens
 from service.auth.authorization import Authorization
 from service.auth.caller import Caller
-from service.keys import APPROVAL_READS, CURSORS, DB_POOL, METRICS, TOKENS
 from service.tools.base import ToolContext
 from service.tools.executions import TOOLS as EXECUTION_TOOLS
 from tests.hostile.conftest import Hostile

@@ -25,7 +25,7 @@ from service.auth.caller import ALL_SCOPES, Caller
 from service.config import Config
 from service.limits.admission import Admission
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, make_client
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
 from tests.support.engines_redis import RedisClusterSet, RedisSentinelSet
 from tests.support.services import REDIS_URL

@@ -15,8 +15,11 @@ from redis.crc import key_slot
 from service.config import Config
 from service.errors import ConfigError
 from service.limits.admission import Admission
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from tests.support.keys import ed25519_pem
+
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@h/db"}
 

@@ -46,7 +46,7 @@ def _serving_tools() -> str | None:
     """Why the full server cannot answer tools/call yet, or None when it can."""
     try:
         from service.mcp import transport  # noqa: F401
-        from service.tools import all_tools
+        from service.tools.setup import all_tools
     except ImportError as err:
         return f"service.mcp cannot serve tools yet ({err})"
     if "get_many_workspaces" not in all_tools():

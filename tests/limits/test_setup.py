@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from service.app_keys import ADMISSION, CONFIG, METRICS, REDIS
 from service.config import Config
-from service.keys import ADMISSION, CONFIG, METRICS, REDIS
-from service.limits import setup_limits
-from service.metrics import Metrics
+from service.limits.setup import setup_limits
+from service.observability.metrics.app_metrics import Metrics
 from tests.limits.conftest import make_caller
 
 

@@ -11,6 +11,9 @@ from service.limits.budget import Budget
 from service.limits.local import LocalLimiter
 from service.settings.limits import Limits
 
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     def __init__(self) -> None:

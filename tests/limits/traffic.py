@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from uuid import uuid4
 
+from service.app_keys import ADMISSION, METRICS
 from service.errors import LimitExceeded
-from service.keys import ADMISSION, METRICS
 from service.limits.admission import Admission
 from tests.limits.conftest import ENGINE_CAP, AppClient, make_caller
 

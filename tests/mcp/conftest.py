@@ -15,8 +15,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from service.app import create_app
+from service.app_keys import DB_POOL, TOKENS
 from service.config import Config
-from service.keys import DB_POOL, TOKENS
 from tests.support.approvals import granted, seed_member
 
 MODERN = "2026-07-28"

@@ -9,9 +9,9 @@ from typing import Any, cast
 import pytest
 
 from service.app import create_app
+from service.app_keys import METRICS
 from service.config import Config
-from service.keys import METRICS
-from service.metrics import Metrics
+from service.observability.metrics.app_metrics import Metrics
 from tests.mcp.conftest import ClientFactory, Wire, approve
 
 

@@ -13,8 +13,8 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from service.app import create_app
+from service.app_keys import CATALOG
 from service.config import Config
-from service.keys import CATALOG
 from tests.mcp.conftest import approve
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from service.errors import STORE_FAILED
 from service.mcp.sessions import Session, SessionStore
+from service.store.failures import STORE_FAILED
 from tests.support.services import TestDatabase
 
 

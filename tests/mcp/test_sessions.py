@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from service.app import create_app
+from service.app_keys import SESSIONS
 from service.config import Config
-from service.keys import SESSIONS
 from service.mcp.sessions import SessionStore
 from tests.mcp.conftest import EXPECTED_SERVER_INFO, ClientFactory, Wire, approve
 

@@ -16,8 +16,8 @@ import aiohttp
 import msgspec
 import pytest
 
+from service.app_keys import CATALOG
 from service.errors import NotFound
-from service.keys import CATALOG
 from service.tools.base import Output, Params, Tool, ToolContext
 from tests.mcp.conftest import EXPECTED_SERVER_INFO, Wire, WireFactory
 

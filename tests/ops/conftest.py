@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.app import create_app
+from service.app_keys import METRICS
 from service.config import Config
-from service.keys import METRICS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AppClient = TestClient[web.Request, web.Application]

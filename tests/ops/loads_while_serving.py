@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.ops.versioned_world import FIRST_PAGES, Call, Client, World
 from tests.support.server import ROOT, ServeProcesses
 from tests.support.services import TestDatabase, create_database, drop_database

@@ -26,8 +26,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from service.app import create_app
+from service.app_keys import METRICS
 from service.config import Config
-from service.keys import METRICS
 from tests.mcp.conftest import Wire, approve
 from tests.ops import dashboard as dash
 from tests.ops.tooling import ROOT, TOOLS_BIN

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from service.metric_labels import LOOP_PROBE_SECONDS
+from service.observability.metrics.labels import LOOP_PROBE_SECONDS
 from tests.mcp.conftest import Wire, approve
 from tests.ops import dashboard as dash
 from tests.ops.conftest import StartApp, scrape

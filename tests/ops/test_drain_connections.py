@@ -1,4 +1,4 @@
-"""Keep-alive connections during the drain (service/main_listener.py), on the real listener
+"""Keep-alive connections during the drain (service/server/listener.py), on the real listener
 site `serve` uses, over raw sockets so every byte and every close is seen:
 
 - a request answered during the drain window says `Connection: close` and its connection
@@ -18,10 +18,10 @@ from collections.abc import Callable
 import pytest
 from aiohttp import web
 
-from service import connections
 from service.app import create_app
 from service.config import Config
-from service.main_listener import drain
+from service.server import connections
+from service.server.listener import drain
 from tests.support.server import free_port
 
 DRAIN_SECONDS = 0.6

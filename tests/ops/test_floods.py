@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from multidict import CIMultiDictProxy
 
-from service.keys import OVERLOAD
+from service.app_keys import OVERLOAD
 from tests.ops.conftest import AppClient, StartApp, scrape, value
 from tests.ops.serve_process import ServeProcess
 

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 
 from service.app import create_app
+from service.app_keys import DB_POOL, METRICS
 from service.config import Config
-from service.keys import DB_POOL, METRICS
-from service.main_listener import drain
+from service.server.listener import drain
 from tests.ops.conftest import StartApp, scrape, value
 from tests.ops.proxy import TcpProxy
 from tests.ops.serve_process import ServeProcess

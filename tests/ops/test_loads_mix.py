@@ -1,7 +1,7 @@
 """Many small loads while `elova-mcp serve` answers, each turning every record to the other
 version (tests/ops/loads_while_serving.py, `flip`): commits land between the statements of
 answers, and no answer ever shows both versions — the statements of one answer read one
-snapshot (service/store/reads/one_snapshot.py). With the scope and the rows read apart,
+snapshot (service/store/reads/same_view.py). With the scope and the rows read apart,
 such a run gave 1 to 3 mixed answers."""
 
 from __future__ import annotations

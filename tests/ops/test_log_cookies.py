@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from service.logs import REDACTED_LOGGERS, Redaction, configure_logging, redact_text
+from service.observability.logs import REDACTED_LOGGERS, Redaction, configure_logging, redact_text
 from tests.ops.serve_process import ServeProcess
 
 SESSION = "s3ss10n-c00k1e-v4lue"

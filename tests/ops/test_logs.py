@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.headers import REQUEST_ID as REQUEST_ID_HEADER
-from service.logs import JsonFormatter, redact, redact_text
+from service.edge.headers import REQUEST_ID as REQUEST_ID_HEADER
+from service.observability.logs import JsonFormatter, redact, redact_text
 from tests.ops.conftest import StartApp
 from tests.ops.serve_process import ServeProcess
 
@@ -114,7 +114,7 @@ async def test_an_unhandled_error_is_a_bare_500_with_the_stack_in_the_log(
     body = await resp.json()
     assert body == {"error": "internal_error", "requestId": resp.headers[REQUEST_ID_HEADER]}
     assert JWT not in json.dumps(body)
-    error_records = [r for r in caplog.records if r.name == "service.logs"]
+    error_records = [r for r in caplog.records if r.name == "service.server.access_log"]
     assert error_records and error_records[0].exc_info is not None
     formatted = JsonFormatter().format(error_records[0])
     parsed = json.loads(formatted)

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from service.config import Config
-from service.main_listener import DRAIN_SECONDS, shutdown_timeout
+from service.server.listener import DRAIN_SECONDS, shutdown_timeout
 from tests.ops.tooling import ROOT, require, run
 from tests.ops.yamldocs import load_all
 

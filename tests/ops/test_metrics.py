@@ -8,10 +8,9 @@ import aiohttp
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from service import metric_labels as labels
-from service import metric_updates as updates
-from service import metrics as m
-from service.keys import DB_POOL, METRICS
+from service.app_keys import DB_POOL, METRICS
+from service.observability.metrics import app_metrics as m
+from service.observability.metrics import labels, updates
 from tests.ops.conftest import StartApp, samples, scrape, value
 from tests.ops.tooling import require, run
 

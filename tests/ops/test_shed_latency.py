@@ -1,5 +1,5 @@
-"""The latency the in-flight limit is given (service/shedding.py, `count_in_flight`) on the
-real listener site `serve` uses, over raw sockets:
+"""The latency the in-flight limit is given (service/server/overload/shedding.py,
+`count_in_flight`) on the real listener site `serve` uses, over raw sockets:
 
 - it is counted from the request's last bytes, so time the request then waits for the event
   loop (behind other connections' work) is part of it;
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from service import connections
 from service.app import create_app
+from service.app_keys import OVERLOAD
 from service.config import Config
-from service.inflight_limit import FixedLimit
-from service.keys import OVERLOAD
+from service.server import connections
+from service.server.overload.inflight_limit import FixedLimit
 from tests.bench import scenarios
 from tests.support.server import free_port
 

@@ -25,8 +25,8 @@ import aiohttp
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from service.metric_labels import OPERATION_BUCKETS
-from service.tracing import FLUSH_SECONDS
+from service.observability.metrics.labels import OPERATION_BUCKETS
+from service.observability.tracing.hooks import FLUSH_SECONDS
 from tests.clients.dataset import Dataset, load
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.server import ServeProcesses, free_port

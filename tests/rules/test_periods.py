@@ -16,6 +16,9 @@ from service.rules.periods import (
 )
 from service.rules.shaping import format_local, resolve_zone
 
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
+
 
 def utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)

@@ -18,7 +18,7 @@ import pytest
 
 from service.config import Config
 from service.store.db import create_pool, tune_socket
-from service.store.hosts import HostByHost
+from service.store.multi_host import HostByHost
 from tests.support.relay import Relay
 from tests.support.server import free_port
 from tests.support.services import TestDatabase

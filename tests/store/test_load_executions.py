@@ -16,8 +16,8 @@ import pytest
 
 from service.errors import LoadError
 from service.store.load_executions import load_executions, median
+from service.store.load_snapshot import load_snapshot
 from service.store.rollups import rebuild_rollups
-from service.store.snapshot import load_snapshot
 from tests.support.snapshots import ABSENT, Snapshot, execution
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from service.demo.bulk import BulkPlan
 from service.demo.bulk_load import write_plan
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.store.test_load_cli import run_load, snapshot_file
 from tests.support.services import TestDatabase
 from tests.support.snapshots import Snapshot, member

@@ -13,7 +13,7 @@ import pytest
 from service.errors import LoadError
 from service.passwords import verify_password
 from service.rules.inventory import MAX_INVENTORY_BYTES
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from tests.support.snapshots import ABSENT, Snapshot, document, member, new_id, node
 
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.logs import ACCESS, JsonFormatter
+from service.observability.logs import JsonFormatter
+from service.server.access_log import ACCESS
 
 
 @pytest.fixture

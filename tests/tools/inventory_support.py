@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 
 from service.auth.authorization import Authorization
 from service.auth.caller import ALL_SCOPES, Caller
-from service.store.snapshot import load_snapshot
+from service.store.load_snapshot import load_snapshot
 from service.tools.base import Tool, ToolContext
 from service.tools.cursors import CursorCodec, derive_cursor_key
 from service.tools.instances import TOOLS as INSTANCE_TOOLS

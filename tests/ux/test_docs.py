@@ -15,6 +15,9 @@ import pytest
 from service.__main__ import main
 from service.config import Config
 
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]

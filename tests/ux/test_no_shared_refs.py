@@ -10,6 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "SEMANTICS"
 FORBIDDEN = re.compile(r"\.\./shared\b|/work/shared\b|\bshared/spec/|\b" + NAME + r"\b")

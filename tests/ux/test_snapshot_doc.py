@@ -22,7 +22,7 @@ from msgspec import inspect as mi
 
 from service.__main__ import main
 from service.store import load_executions, load_inventory
-from service.store.snapshot import _Document
+from service.store.load_snapshot import _Document
 from tests.support.services import TestDatabase, create_database, drop_database
 
 ROOT = Path(__file__).resolve().parents[2]

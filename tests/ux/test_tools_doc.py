@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from service.mcp.catalog import Catalog
 from tests.ux import catalog_tables
+
+# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
+pytestmark = pytest.mark.unit
 
 DOC = catalog_tables.TOOLS_DOC
 

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import asyncpg
 from aiohttp import web
 
+from service.app_keys import CONFIG, DB_POOL, METADATA_CLIENTS
 from service.audit import oauth_events as audit
 from service.auth.approvals import (
     EXPIRY_CHOICES,
@@ -42,10 +43,9 @@ from service.auth.oauth.clients import (
     redirect_origin,
 )
 from service.auth.oauth.codes import issue_code
-from service.auth.oauth.hosts import ShownHost, shown_host, split_authority
-from service.auth.oauth.metadata import APPROVALS_PATH, AUTHORIZE_PATH
 from service.auth.oauth.names import shown_client_name
 from service.auth.oauth.pages import error_page, read_form, render, see_other, unreadable_form
+from service.auth.oauth.redirect_hosts import ShownHost, shown_host, split_authority
 from service.auth.oauth.requests import (
     AuthorizationRequest,
     parse_authorization_request,
@@ -54,6 +54,7 @@ from service.auth.oauth.requests import (
 )
 from service.auth.oauth.signin import signin_location
 from service.auth.oauth.signin_sessions import SignedIn, csrf_matches, current_session
+from service.edge.paths import APPROVALS_PATH, AUTHORIZE_PATH
 from service.errors import (
     ApprovalLimitReached,
     ApprovalRefused,
@@ -62,7 +63,6 @@ from service.errors import (
     PageRefusal,
     RedirectRefusal,
 )
-from service.keys import CONFIG, DB_POOL, METADATA_CLIENTS
 
 LISTED_WORKSPACES = 200
 MAX_NAME_SHOWN = 200
@@ -194,7 +194,7 @@ def select_all(listed: list[str], checked: Any) -> list[str]:
 def client_host(client: Client, redirect_uri: str) -> ShownHost:
     """The host name a person should recognise: the metadata document's host for a client
     known by its document (the one thing about it a third party cannot fake), else where the
-    browser is sent back to; both shown as service/auth/oauth/hosts.py says."""
+    browser is sent back to; both shown as service/auth/oauth/redirect_hosts.py says."""
     if client.kind == "metadata":
         parts = urlsplit(client.client_id)
         try:

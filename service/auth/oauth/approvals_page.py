@@ -21,18 +21,17 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
+from service.app_keys import DB_POOL
 from service.audit.oauth_events import approval_revoked
 from service.auth.activity import flush_now, read_approval_activity
 from service.auth.approvals import MAX_ACTIVE_APPROVALS, revoke_approval
 from service.auth.oauth.clients import redirect_host
-from service.auth.oauth.metadata import APPROVALS_PATH, SIGNOUT_PATH
 from service.auth.oauth.names import shown_client_name
 from service.auth.oauth.pages import error_page, render, see_other
 from service.auth.oauth.signin import session_form, signin_location
 from service.auth.oauth.signin_sessions import SignedIn, current_session
-from service.keys import DB_POOL
+from service.edge.paths import APPROVALS_PATH, APPROVALS_REVOKE_PATH, SIGNOUT_PATH
 
-REVOKE_PATH = APPROVALS_PATH + "/revoke"
 DATE_FORMAT = "%Y-%m-%d %H:%M UTC"
 FOLDED_AFTER = 8  # workspace names shown before "Show all"
 
@@ -126,7 +125,7 @@ async def approvals_page(request: web.Request) -> web.Response:
         **_signed_in_context(session),
         "approvals": await _approvals(request.app[DB_POOL], session.account_id),
         "max_active": MAX_ACTIVE_APPROVALS,
-        "revoke_path": REVOKE_PATH,
+        "revoke_path": APPROVALS_REVOKE_PATH,
         "revoked": request.query.get("revoked") == "1",
     }
     return render(request, "approvals.html", context)
@@ -165,7 +164,7 @@ async def confirm_revoke(request: web.Request) -> web.Response:
     context = {
         **_signed_in_context(session),
         "approval": found[0],
-        "revoke_action": REVOKE_PATH,
+        "revoke_action": APPROVALS_REVOKE_PATH,
         "approvals_path": APPROVALS_PATH,
     }
     return render(request, "revoke.html", context)

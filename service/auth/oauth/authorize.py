@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from service.app_keys import CONFIG
 from service.auth.oauth import approval
-from service.auth.oauth.metadata import AUTHORIZE_PATH
 from service.auth.oauth.pages import error_page, security_headers, see_other
 from service.auth.oauth.requests import parse_authorization_request, refusal_location
 from service.auth.oauth.signin import signin_location
 from service.auth.oauth.signin_sessions import current_session
+from service.edge.paths import AUTHORIZE_PATH
 from service.errors import PageRefusal, RedirectRefusal
-from service.keys import CONFIG
 
 
 async def authorize(request: web.Request) -> web.Response:

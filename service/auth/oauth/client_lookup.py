@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 import asyncpg
 from aiohttp import web
 
+from service.app_keys import AUDIT, CONFIG, METADATA_CLIENTS
 from service.auth.oauth.cimd import MetadataClients, is_metadata_client_id
 from service.auth.oauth.clients import Client, load_client
 from service.errors import FetchRefused
-from service.keys import AUDIT, CONFIG, METADATA_CLIENTS
 
 
 async def metadata_clients_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 from aiohttp import web
 
-from service.keys import CONFIG, DB_POOL, METRICS
+from service.app_keys import CONFIG, DB_POOL, METRICS
 
 log = logging.getLogger(__name__)
 

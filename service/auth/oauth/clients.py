@@ -24,7 +24,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
 
-from service.auth.oauth.hosts import ShownHost, ascii_host, shown_host, split_authority
+from service.auth.oauth.redirect_hosts import ShownHost, ascii_host, shown_host, split_authority
 
 MAX_REDIRECT_URI_LENGTH = 2000
 LOOPBACK_NAMES = frozenset({"localhost"})
@@ -90,7 +90,7 @@ def redirect_uri_problem(uri: str) -> str | None:
 
 def redirect_uri_refusal(uri: str) -> tuple[str, str] | None:
     """(reason, why) `uri` cannot be a redirect URI, or None when it can; reason is `host`
-    for a host that breaks service/auth/oauth/hosts.py's rules, else `redirect_uri`."""
+    for a host that breaks service/auth/oauth/redirect_hosts.py's rules, else `redirect_uri`."""
     if len(uri) > MAX_REDIRECT_URI_LENGTH:
         return "redirect_uri", f"a redirect URI is at most {MAX_REDIRECT_URI_LENGTH} characters"
     if any(ord(ch) <= 0x20 or ord(ch) == 0x7F or _invisible(ch) for ch in uri):
@@ -179,7 +179,7 @@ def redirect_origin(uri: str) -> str | None:
 
 def redirect_host(uri: str) -> ShownHost:
     """What a person is told the browser returns to: the host (and port) of an http(s) URI,
-    in punycode with a single-script Unicode form beside it (service/auth/oauth/hosts.py);
+    in punycode with a single-script Unicode form beside it (service/auth/oauth/redirect_hosts.py);
     the scheme and target of an app's URI (`cursor://anysphere.cursor-mcp`)."""
     parts = urlsplit(uri)
     if parts.scheme in ("https", "http"):

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
 
-from service import headers as h
+from service.edge import headers as h
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -2,7 +2,7 @@
 
 A browser is a request whose Accept header names `text/html` (or XHTML) with a non-zero
 quality; curl's `*/*` and API clients get JSON. The innermost middleware
-(service/error_answers.py) asks here about what handlers and aiohttp's router raise: 404
+(service/server/error_answers.py) asks here about what handlers and aiohttp's router raise: 404
 (no such path), 405 (the path exists, not the method; the Allow header is kept), any other
 HTTP error raised on the way (a form over the body limit: 413),
 and an unexpected exception (500, logged with the request id, which the page shows). Every
@@ -17,10 +17,10 @@ import logging
 
 from aiohttp import hdrs, web
 
-from service.auth.oauth.metadata import APPROVALS_PATH
+from service.app_keys import REQUEST_ID
 from service.auth.oauth.pages import error_page
+from service.edge.paths import APPROVALS_PATH
 from service.errors import Unavailable
-from service.keys import REQUEST_ID
 
 log = logging.getLogger(__name__)
 

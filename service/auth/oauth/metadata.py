@@ -12,23 +12,15 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
+from service.app_keys import CONFIG
 from service.auth.caller import ALL_SCOPES
 from service.config import Config
-from service.keys import CONFIG
+from service.edge.paths import AUTHORIZE_PATH, JWKS_PATH, REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
 
 # The client authentication methods registration accepts (kept here, below registration,
 # so the metadata does not import the endpoint modules).
 AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 
-PATH = "/.well-known/oauth-authorization-server"
-AUTHORIZE_PATH = "/authorize"
-TOKEN_PATH = "/token"
-REGISTER_PATH = "/register"
-REVOKE_PATH = "/revoke"
-JWKS_PATH = "/.well-known/jwks.json"
-SIGNIN_PATH = "/signin"
-SIGNOUT_PATH = "/signout"
-APPROVALS_PATH = "/approvals"
 _PUBLIC_HEADERS = {hdrs.CACHE_CONTROL: "public, max-age=300", hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: "*"}
 
 

@@ -21,10 +21,8 @@ import aiohttp_jinja2
 from aiohttp import hdrs, web
 from multidict import MultiDictProxy
 
-from service.keys import OAUTH_STYLESHEET
-
-STYLESHEET_PATH = "/oauth/elova.css"
-
+from service.app_keys import OAUTH_STYLESHEET
+from service.edge.paths import STYLESHEET_PATH
 
 # What `form-action` may list beside 'self': a serialized origin (scheme://host[:port], host
 # in ASCII: a name, a dotted quad or a bracketed IPv6 address) or a bare scheme. A target

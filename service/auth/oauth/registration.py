@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 from aiohttp import hdrs, web
 
+from service.app_keys import AUDIT, DB_POOL, METRICS, REGISTRATION_LIMIT
 from service.audit.oauth_events import client_registered
 from service.auth.oauth.client_metadata import (
     INFORMATION,
@@ -46,9 +47,8 @@ from service.auth.oauth.clients import redirect_uri_refusal
 from service.auth.oauth.metadata import AUTH_METHODS
 from service.auth.oauth.names import DEFAULT_CLIENT_NAME, clean_client_name, registered_scope
 from service.auth.oauth.responses import error_response, json_response
-from service.client_address import client_address
+from service.edge.client_address import client_address
 from service.errors import RegistrationRefused
-from service.keys import AUDIT, DB_POOL, METRICS, REGISTRATION_LIMIT
 
 GRANT_TYPES = ("authorization_code", "refresh_token")
 APPLICATION_TYPES = ("web", "native")

@@ -22,12 +22,12 @@ import asyncpg
 from aiohttp import web
 from multidict import MultiMapping
 
+from service.app_keys import CONFIG, DB_POOL
 from service.auth.caller import ALL_SCOPES
 from service.auth.oauth.client_lookup import authorizing_client
 from service.auth.oauth.clients import Client, ascii_uri, matches_registered
 from service.auth.oauth.responses import single
 from service.errors import FetchRefused, OAuthError, PageRefusal, RedirectRefusal
-from service.keys import CONFIG, DB_POOL
 
 # An S256 challenge is the base64url SHA-256 of the verifier: exactly 43 characters.
 _CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")

@@ -14,6 +14,7 @@ import uuid
 import asyncpg
 from aiohttp import web
 
+from service.app_keys import DB_POOL, TOKENS
 from service.audit.oauth_events import approval_revoked_by_client
 from service.auth.approvals import revoke_approval
 from service.auth.oauth.client_auth import authenticated_client
@@ -26,7 +27,6 @@ from service.auth.oauth.responses import (
 from service.auth.refresh_tokens import hash_refresh_token
 from service.auth.tokens import TokenService
 from service.errors import InvalidToken, OAuthError
-from service.keys import DB_POOL, TOKENS
 
 HINTS = ("refresh_token", "access_token")
 

@@ -19,15 +19,10 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from aiohttp import hdrs, web
 
+from service.app_keys import CONFIG, DB_POOL, METRICS
 from service.audit import oauth_events as audit
 from service.auth.oauth import signin_sessions, throttle
 from service.auth.oauth.clients import load_client
-from service.auth.oauth.metadata import (
-    APPROVALS_PATH,
-    AUTHORIZE_PATH,
-    SIGNIN_PATH,
-    SIGNOUT_PATH,
-)
 from service.auth.oauth.names import shown_client_name
 from service.auth.oauth.pages import (
     Form,
@@ -37,9 +32,9 @@ from service.auth.oauth.pages import (
     see_other,
     unreadable_form,
 )
-from service.client_address import client_address
-from service.keys import CONFIG, DB_POOL, METRICS
-from service.logs import annotate
+from service.edge.client_address import client_address
+from service.edge.paths import APPROVALS_PATH, AUTHORIZE_PATH, SIGNIN_PATH, SIGNOUT_PATH
+from service.observability.logs import annotate
 from service.passwords import hash_password, verify_password
 
 _CSRF_COOKIE = "elova_signin"

@@ -18,8 +18,8 @@ from datetime import timedelta
 
 from aiohttp import web
 
+from service.app_keys import CONFIG, DB_POOL
 from service.config import Config
-from service.keys import CONFIG, DB_POOL
 
 IDLE_TIMEOUT = timedelta(minutes=30)
 ABSOLUTE_TIMEOUT = timedelta(days=30)

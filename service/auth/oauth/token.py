@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
+from service.app_keys import CONFIG, DB_POOL, METRICS, TOKENS
 from service.audit import oauth_events as audit
 from service.auth.approvals import IssuedTokens, rotate_refresh_token
 from service.auth.oauth.client_auth import authenticated_client
@@ -25,7 +26,6 @@ from service.auth.oauth.responses import (
     single,
 )
 from service.errors import GrantRefused, OAuthError, ScopeRefused
-from service.keys import CONFIG, DB_POOL, METRICS, TOKENS
 
 
 def _required(params: MultiMapping[Any], name: str) -> str:

@@ -1,0 +1,2 @@
+"""OpenTelemetry traces, off unless OTEL_* name an endpoint (docs/decisions/tracing.md).
+Modules: docs/architecture.md."""

@@ -1,0 +1,308 @@
+"""The main listener's connections: a cap per replica and bounded reads of slow clients.
+
+A slow or idle client must not hold what good calls need (docs/decisions/floods.md):
+
+- at most `max_connections` are open. At the cap a new connection closes the longest-idle
+  keep-alive connection to make room; only when none is idle is it refused with a
+  precomputed 503 (`Retry-After`, `Connection: close`), so idle connections never lock out
+  good ones.
+- a request head must arrive within `header_timeout_seconds` of its first byte, or the
+  connection gets a 408 and is closed (`Connection`, a `web.RequestHandler`).
+- a body must arrive within `body_timeout_seconds` of its head (service/server/reading.py).
+- an idle keep-alive connection is closed after `keepalive_timeout_seconds` (aiohttp's own
+  keep-alive timer, which also runs from the moment a connection opens).
+- refusals are paced (service/server/pacing.py decides how long an answer waits, by the
+  connection's run, the run of its `PACING_KEY` and, behind a trusted proxy, its client's
+  run). Pacing protects other callers, so it waits only while another connection was
+  served within the last second; the pause holds no slot, pool connection or in-flight
+  count, and a paused connection counts as idle at the cap, so it is the first closed to
+  make room.
+
+`listener_site` makes the site `serve` listens on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+from aiohttp import web
+from yarl import URL
+
+from service.app_keys import METRICS, PACING_KEY
+from service.config import Config
+from service.edge.client_address import address_behind, via_trusted_proxy
+from service.observability.metrics.app_metrics import Metrics
+from service.server.pacing import SERVED_WINDOW_SECONDS, RefusalPacing, RefusalRuns
+from service.settings.limits import Connections
+from service.settings.proxies import TrustedProxies
+
+_REFUSED_AT_CAP = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Service Unavailable: this replica has too many open connections;'
+    b' retry shortly"}}'
+)
+AT_CAP_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"Retry-After: 1\r\n"
+    b"Connection: close\r\n"
+    b"Content-Type: application/json\r\n"
+    b"Content-Length: " + str(len(_REFUSED_AT_CAP)).encode() + b"\r\n\r\n" + _REFUSED_AT_CAP
+)
+HEAD_TIMEOUT_ANSWER = (
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+)
+
+
+class ConnectionGate:
+    """The open connections of one listener: the cap, and the idle ones, longest idle first."""
+
+    def __init__(
+        self,
+        settings: Connections,
+        metrics: Metrics | None = None,
+        proxies: TrustedProxies | None = None,
+    ) -> None:
+        self.settings = settings
+        # Asked of every answer, routed or not (a malformed head has no app to ask).
+        self.proxies = proxies or TrustedProxies()
+        self._metrics = metrics
+        self._open: set[Connection] = set()
+        self._idle: dict[Connection, None] = {}  # insertion order: idle since
+        self.runs = RefusalRuns(settings)
+        # The two connections served (an answer under 400) most recently, and when: pacing
+        # protects other callers, so it waits only while another connection is served.
+        self._served: list[tuple[Connection | None, float]] = [(None, float("-inf"))] * 2
+
+    def served(self, conn: Connection, now: float) -> None:
+        """`conn` was just given an answer under 400."""
+        latest = self._served[0]
+        if latest[0] is conn:
+            self._served[0] = (conn, now)
+        else:
+            self._served = [(conn, now), latest]
+
+    def others_served(self, conn: Connection, now: float) -> bool:
+        """Whether a connection other than `conn` was served within the last second."""
+        return any(
+            other is not None and other is not conn and now - at <= SERVED_WINDOW_SECONDS
+            for other, at in self._served
+        )
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def admit(self, conn: Connection) -> bool:
+        """Count `conn` in (idle until it sends), making room by closing an idle one."""
+        if len(self._open) >= self.settings.max_connections and not self._evict_idle():
+            self.cut("refused")
+            return False
+        self._open.add(conn)
+        self._idle[conn] = None
+        self._count()
+        return True
+
+    def idle(self, conn: Connection) -> None:
+        if conn in self._open:
+            self._idle.pop(conn, None)
+            self._idle[conn] = None
+
+    def busy(self, conn: Connection) -> None:
+        self._idle.pop(conn, None)
+
+    def paced(self, conn: Connection) -> None:
+        """`conn` waits to answer a refusal: counted, and idle until it writes."""
+        if self._metrics is not None:
+            self._metrics.refusal_paced()
+        self.idle(conn)
+
+    def closed(self, conn: Connection) -> None:
+        self._idle.pop(conn, None)
+        if conn in self._open:
+            self._open.discard(conn)
+            self._count()
+
+    def _evict_idle(self) -> bool:
+        oldest = next(iter(self._idle), None)
+        if oldest is None:
+            return False
+        self.closed(oldest)  # counted out now; its transport closes asynchronously
+        oldest.force_close()
+        self.cut("idle_evicted")
+        return True
+
+    def cut(self, reason: str) -> None:
+        """Count one connection closed or refused by a guard."""
+        if self._metrics is not None:
+            self._metrics.connection_cut(reason)
+
+    def _count(self) -> None:
+        if self._metrics is not None:
+            self._metrics.set_open_connections(len(self._open))
+
+
+class Connection(web.RequestHandler):
+    """aiohttp's HTTP/1 connection, counted by a gate and with a deadline on each head."""
+
+    def __init__(self, manager: web.Server, gate: ConnectionGate, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._gate = gate
+        # The head deadline: when the head in progress began (None between heads), and one
+        # timer at a time, re-armed when it fires early (arming and cancelling one a request
+        # showed in the cost of every answer, refusals included).
+        self._head_since: float | None = None
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._serving = False
+        self._refused = False
+        self._pacing = RefusalPacing(gate.settings)
+        # When the last bytes came in (time.monotonic): once a request is complete, when it
+        # was complete. Load shedding's in-flight limit measures a request's latency from
+        # there, so the wait for the event loop before the app starts it is counted, and a
+        # client that trickles its head or body is not (its time starts at its last byte).
+        self.received_at = time.monotonic()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not self._gate.admit(self):
+            self._refused = True
+            answer = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio class
+            answer.write(AT_CAP_ANSWER)
+            answer.close()
+            return
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._gate.closed(self)
+        self._stop_head_timer()
+        if not self._refused:
+            super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        self.received_at = time.monotonic()
+        if data and not self._serving and self._head_since is None:
+            self._gate.busy(self)
+            loop = asyncio.get_running_loop()
+            self._head_since = loop.time()
+            if self._head_timer is None:
+                self._head_timer = loop.call_later(
+                    self._gate.settings.header_timeout_seconds, self._head_too_slow
+                )
+        super().data_received(data)
+
+    def request_started(self) -> None:
+        """The app is handling a request of this connection: its head is complete."""
+        self._serving = True
+        self._head_since = None
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        if not self._gate.settings.pace_refusals_after:
+            try:  # pacing off: no run of refusals to keep, no pause to decide
+                return await super().finish_response(request, resp, start_time)
+            finally:
+                self._finished()
+        loop = asyncio.get_running_loop()
+        status, now = resp.status, loop.time()
+        # Behind a trusted proxy one connection carries many clients' requests: the run of
+        # refusals is the client's (by its address), not the connection's.
+        proxies = self._gate.proxies
+        client = (
+            ("client", address_behind(request, proxies))
+            if via_trusted_proxy(request, proxies)
+            else None
+        )
+        if client is None:
+            pause = self._pacing.pause(status, now)
+        else:
+            pause = self._gate.runs.pause(client, status, now)
+        key = request.get(PACING_KEY)
+        if key is not None:
+            pause = max(pause, self._gate.runs.pause(key, status, now))
+        if pause and self._gate.others_served(self, now):
+            self._gate.paced(self)  # idle while it waits: the first closed at the cap
+            await asyncio.sleep(pause)
+            self._gate.busy(self)
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            now = loop.time()
+            if client is None:
+                self._pacing.answered(status, now)
+            else:
+                self._gate.runs.answered(client, status, now)
+            if status < 400:
+                self._gate.served(self, now)
+            if key is not None:
+                self._gate.runs.answered(key, status, now)
+            self._finished()
+
+    def _finished(self) -> None:
+        """An answer was written: the connection waits for its next head, idle."""
+        self._serving = False
+        self._head_since = None
+        if self.transport is not None:
+            self._gate.idle(self)
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        since = self._head_since
+        if self._serving or self.transport is None or since is None:
+            return
+        loop = asyncio.get_running_loop()
+        left = since + self._gate.settings.header_timeout_seconds - loop.time()
+        if left > 0:  # armed for an earlier head: this one has time left
+            self._head_timer = loop.call_later(left, self._head_too_slow)
+            return
+        self._gate.cut("header_timeout")
+        self.transport.write(HEAD_TIMEOUT_ANSWER)
+        self.force_close()
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+
+class ListenerSite(web.BaseSite):
+    """A TCP site whose connections are `Connection`s sharing one gate."""
+
+    __slots__ = ("_host", "_port", "_gate")
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, gate: ConnectionGate) -> None:
+        super().__init__(runner)
+        self._host, self._port, self._gate = host, port, gate
+
+    @property
+    def name(self) -> str:
+        return str(URL.build(scheme="http", host=self._host, port=self._port))
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        loop = asyncio.get_running_loop()
+        settings = self._gate.settings
+
+        def connection() -> Connection:
+            return Connection(
+                server,
+                self._gate,
+                loop=loop,
+                access_log=None,  # service/server/access_log.py writes the access line
+                keepalive_timeout=settings.keepalive_timeout_seconds,
+                lingering_time=settings.body_timeout_seconds,
+            )
+
+        self._server = await loop.create_server(
+            connection, self._host, self._port, backlog=self._backlog
+        )
+
+
+def listener_site(runner: web.AppRunner, cfg: Config) -> ListenerSite:
+    """The main listener's site: the connection cap and the slow-client guards."""
+    gate = ConnectionGate(cfg.connections, runner.app.get(METRICS), cfg.trusted_proxies)
+    return ListenerSite(runner, cfg.host, cfg.port, gate)

@@ -1,0 +1,146 @@
+"""/livez, /readyz, and the drain state (`DrainState`, app[DRAIN]) that fails readiness once
+shutdown begins.
+
+- `/livez` answers from the process alone: a restart cannot fix a database outage, so
+  liveness never looks at dependencies.
+- `/readyz` is 200 while PostgreSQL answers; Redis down only degrades the limits to
+  per-process ones (docs/limits.md), so it is reported (`"redis": "degraded"` while the
+  shared limiter does not answer a real script call) but never fails readiness.
+- `begin_drain` makes readiness fail from then on and closes kept-alive connections after
+  their response; service/server/listener.py calls it on SIGTERM (or SIGINT), and app
+  shutdown calls it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+from aiohttp import web
+
+from service.app_keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, REDIS
+from service.edge.paths import LIVEZ_PATH, READYZ_PATH
+
+log = logging.getLogger(__name__)
+
+ResponseHook = Callable[[web.Request, web.StreamResponse], Awaitable[None]]
+
+CHECK_TIMEOUT_SECONDS = 1.0
+
+
+@dataclass
+class DrainState:
+    """Whether this process is shutting down (readiness then fails)."""
+
+    draining: bool = False
+
+
+async def livez(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    app = request.app
+    if app[DRAIN].draining:
+        return web.json_response({"status": "draining"}, status=503)
+    # Both at once, each bounded: the answer comes within about one check timeout.
+    postgresql, redis = await asyncio.gather(_check_postgresql(app), _check_redis(app))
+    ready = postgresql == "ok"
+    body = {"status": "ready" if ready else "not_ready", "postgresql": postgresql, "redis": redis}
+    return web.json_response(body, status=200 if ready else 503)
+
+
+async def _check_postgresql(app: web.Application) -> str:
+    pool = app.get(DB_POOL)
+    if pool is None:
+        return "unavailable"
+    probes = [_probe("PostgreSQL", lambda: _select_one(pool), app[METRICS].db_call)]
+    reads = app.get(DB_READ_POOL)
+    if reads is not None and reads is not pool:  # the read replica serves tools
+        probes.append(
+            _probe("PostgreSQL read replica", lambda: _select_one(reads), app[METRICS].db_call)
+        )
+    answered = await asyncio.gather(*probes)
+    return "ok" if all(answered) else "unavailable"
+
+
+async def _select_one(pool: asyncpg.Pool) -> None:
+    """SELECT 1 with the connection's acquire and release bounded too: a statement cancelled
+    on a server that went silent would otherwise hold the release (and this check) until
+    its cancel request gives up; past the bound the connection is closed instead."""
+    conn = await pool.acquire(timeout=CHECK_TIMEOUT_SECONDS)
+    try:
+        await conn.fetchval("SELECT 1", timeout=CHECK_TIMEOUT_SECONDS)
+    finally:
+        await pool.release(conn, timeout=CHECK_TIMEOUT_SECONDS)
+
+
+async def _check_redis(app: web.Application) -> str:
+    """The shared limiter's state (`Admission.shared_state`: a real script call on the
+    limiter's slot, recorded as the "health" Redis operation), never a PING of some node."""
+    admission = app.get(ADMISSION)
+    if app.get(REDIS) is None or admission is None:
+        return "not_configured"
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+            state = await admission.shared_state()
+    except TimeoutError:
+        state = "degraded"
+    if state != "ok":
+        log.warning("readiness: the shared limiter is degraded (Redis)")
+    return state
+
+
+async def _probe(
+    name: str, call: Callable[[], Awaitable[object]], record: Callable[[str, float, bool], None]
+) -> bool:
+    """Whether the dependency answered `call` within the check timeout; recorded as its
+    "health" operation either way."""
+    start = time.perf_counter()
+    error = True
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+            await call()
+        error = False
+    except Exception as err:
+        log.warning("readiness: %s check failed", name, extra={"error_type": type(err).__name__})
+    finally:
+        record("health", time.perf_counter() - start, error)
+    return not error
+
+
+def begin_drain(app: web.Application) -> None:
+    """Fail readiness from now on (idempotent)."""
+    state = app[DRAIN]
+    if not state.draining:
+        state.draining = True
+        app[METRICS].set_draining(True)
+        log.info("draining: readiness fails, in-flight requests finish")
+
+
+def _close_connections_while_draining(state: DrainState) -> ResponseHook:
+    """The response hook that, while draining, closes each connection after its answer:
+    keep-alive clients would keep reusing this replica; make them reconnect elsewhere."""
+
+    async def hook(request: web.Request, response: web.StreamResponse) -> None:
+        if state.draining:
+            response.force_close()
+            response.headers["Connection"] = "close"  # headers are computed before this hook
+
+    return hook
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    begin_drain(app)  # also when a runner is cleaned up without our signal handling
+
+
+def setup_health(app: web.Application) -> None:
+    state = app[DRAIN] = DrainState()
+    app.router.add_get(LIVEZ_PATH, livez)
+    app.router.add_get(READYZ_PATH, readyz)
+    app.on_response_prepare.append(_close_connections_while_draining(state))
+    app.on_shutdown.append(_on_shutdown)
