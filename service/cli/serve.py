@@ -48,8 +48,8 @@ def tune_gc() -> None:
     """Fewer, cheaper garbage collections for a request server: what a request allocates
     dies with it (reference counting frees it; the collector only finds cycles), so the
     young generation is collected far less often, and everything alive at start (modules,
-    the app) is frozen out of every later collection. Measured at 10M rows, 16 connections:
-    server CPU a tools/call 1.16–1.23 → 1.03–1.07 ms, p99 46–54 → 26–31 ms."""
+    the app) is frozen out of every later collection: less server CPU a tools/call and a
+    shorter p99 (docs/decisions/scale.md)."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *GC_OLDER_THRESHOLDS)
 

@@ -12,7 +12,7 @@ request's work runs while its reply is on the way; the reply decides before the 
 leaves, and a refusal replaces the answer (docs/decisions/limits.md, Overlapped
 admission). `begin` declines (the caller then uses `acquire`) whenever a refusal is likely.
 
-Beside it: shared.py makes the Redis calls (calls.py packs them, pipeline.py sends them),
+Beside it: shared.py makes the Redis calls (script_calls.py packs them, pipeline.py sends them),
 refusals.py makes the 429s, spent.py remembers the approvals whose rate budget is spent and
 recent.py who was refused a moment ago. Every key of one script call shares one hash slot
 (`{limits}` hash tag), because the script takes the global slot and the account's slot in
@@ -110,7 +110,7 @@ class Admission:
         return self._local
 
     def keys(self, account_id: UUID, approval_id: UUID) -> list[str]:
-        """The five keys of one admission, all in one hash slot (calls.py)."""
+        """The five keys of one admission, all in one hash slot (script_calls.py)."""
         return self._calls.keys(account_id, approval_id)
 
     async def acquire(self, request_id: str, caller: Caller) -> Grant:

@@ -25,7 +25,7 @@ being migrated, this key not here) sends ASKING and the call to the importing no
 TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
 route (route.py) knows which server serves the limiter's slot.
 
-The admission hands in its calls packed (calls.py; `call` packs with hiredis for other
+The admission hands in its calls packed (script_calls.py; `call` packs with hiredis for other
 callers). The connection is the pipeline's own: the route takes it once (from the client's
 pool, or in cluster mode from the node that owns the slot), keeps it between batches and
 gives it back only on close. It is a redis-py connection (connect, AUTH, TLS, Sentinel),

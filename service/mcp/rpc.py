@@ -56,8 +56,8 @@ class Call(msgspec.Struct, frozen=True):
 
 class Answer(msgspec.Struct):
     """What the transport sends for one request (mutable: headers are added on the way).
-    A Struct, not a dataclass: one is made for every request, and its init is half the
-    dataclass's."""
+    A Struct, not a dataclass: one is made for every request, and its init is cheaper than
+    the dataclass's."""
 
     body: bytes
     status: int = 200

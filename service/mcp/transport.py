@@ -22,10 +22,6 @@ from service.auth.authorization import Authorization
 from service.auth.bearer import verify
 from service.edge import headers as h
 from service.edge.request_ids import new_request_id
-
-if TYPE_CHECKING:
-    from service.mcp.span import RequestSpan
-    from service.observability.tracing.provider import Tracing
 from service.errors import AuthError, ProtocolError
 from service.mcp import answers, guards
 from service.mcp.audit_line import audited
@@ -33,6 +29,10 @@ from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
 from service.mcp.rpc import Answer, Call
 from service.observability.tracing import hooks as tracing
+
+if TYPE_CHECKING:
+    from service.mcp.span import RequestSpan
+    from service.observability.tracing.provider import Tracing
 
 ALLOWED_METHODS = "POST, DELETE, OPTIONS"
 EXPOSED_HEADERS = ", ".join(
@@ -59,7 +59,7 @@ PREFLIGHT_HEADERS = ", ".join(
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
-    rid = request.get(REQUEST_ID)  # the request log's (service/observability/logs.py)
+    rid = request.get(REQUEST_ID)  # the access log's (service/server/access_log.py)
     if rid is None:  # an app composed without it (a test of one part)
         rid = request[REQUEST_ID] = new_request_id()
     app = request.app  # read once: each `request.app` is two property calls
@@ -94,8 +94,7 @@ async def post(request: web.Request, app: web.Application, rid: str) -> Answer:
         answer, method, tool = checked, "", None
     else:
         try:
-            answer = await _answer(request, app, rid, checked)
-            answer = await audited(request, app, checked, answer)
+            answer = await audited(request, app, checked, await _answer(request, app, rid, checked))
         except BaseException as err:  # cancelled: the client went away
             if span is not None:
                 span.abandon(err)

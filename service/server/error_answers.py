@@ -5,9 +5,8 @@ Each answer is its own module's: service/server/bad_input.py (bytes that are not
 route's error shape), service/audit (the JSON 503 with Retry-After when the audit queue
 stays full), service/auth/oauth/error_pages.py (404/405/413, that 503 and a crash: a page
 for a browser, JSON for the rest). They share one layer because every aiohttp middleware
-layer costs each request about 5.5k CPU instructions (callgrind, ~1 % of a refused call)
-whether or not it has anything to do, and a flood's refusal pays it on every request
-(docs/benchmarks.md).
+layer costs each request something whether or not it has anything to do, and a flood's
+refusal pays it on every request (docs/benchmarks.md).
 
 The order, innermost first: bad input, then HTTP errors, then the audit 503 (a page for a
 browser, the OAuth JSON error for the rest, both with Retry-After, and no traceback in the

@@ -251,7 +251,7 @@ class StorePool(asyncpg.Pool):  # type: ignore[misc]
     task a statement. A connection with no cancel pending, no transaction open (nothing to
     roll back), our reset (`reset_when_needed`) and no reason to be closed is released
     without waiting for anything, so nothing can interrupt it: it is released at once, in
-    asyncpg 0.32's own steps (pinned) without their timeout context (~4 µs a release)."""
+    asyncpg 0.32's own steps (pinned) without their timeout context."""
 
     async def release(
         self, connection: asyncpg.Connection, *, timeout: float | None = None

@@ -62,7 +62,7 @@ class Output(msgspec.Struct, omit_defaults=True):
 
 class ToolContext(msgspec.Struct):
     """What a handler may use for one call (a Struct: one is made for every tool call, and
-    its init is half a dataclass's)."""
+    its init is cheaper than a dataclass's)."""
 
     pool: asyncpg.Pool
     authorization: Authorization  # the request's caller (pending for a tool that `authorizes`)

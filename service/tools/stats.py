@@ -78,7 +78,8 @@ async def get_execution_stats(ctx: ToolContext, params: StatsParams) -> Stats:
     async with ctx.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
         # One connection and one snapshot for every read, so totals, buckets and excluded
         # agree. (JIT is off for the pool's connections — service/store/db.py: the segment
-        # statement's row estimate is far above what it reads, and compiling cost ~70 ms.)
+        # statement's row estimate is far above what it reads, and compiling cost more than
+        # running it.)
         scope = await read_scope(ctx, conn, workspace_id)  # NOT_FOUND for another workspace
         counts = await rollup_counts(conn, workspace_id, params.period, as_of, zone)
 

@@ -11,7 +11,7 @@ rotates refresh tokens. The answer echoes `grant_types`, `response_types` and
 `token_endpoint_auth_method` as stored.
 
 The ladder: the document's size, its parse and every field's rule (400), then the
-per-address limit (registration_limit.py: 429 with Retry-After; only a registration that
+per-address limit (service/limits/registrations.py: 429 with Retry-After; only a registration that
 would be stored takes from it), then the row. Every refusal is counted by reason
 (`Metrics.registration_refused`).
 """

@@ -25,10 +25,9 @@ def utc_text_sql(column: str) -> str:
     """SQL writing a timestamptz as shaping.format_instant does (UTC, `Z`, no fraction for
     whole seconds, else milliseconds or microseconds as needed). Rows are shaped on the hot
     path of every list: PostgreSQL's to_char costs a fraction of decoding a datetime and
-    formatting it in Python (measured: 0.04 ms against 0.45 ms for a 50-row page). One
-    to_char a value, its pattern picked by comparing the value with itself truncated
-    (measured at 10M rows: 0.19 → 0.15 ms of PostgreSQL CPU for the four instants of a
-    50-row page, against computing the microseconds three times and padding them)."""
+    formatting it in Python. One to_char a value, its pattern picked by comparing the value
+    with itself truncated: less PostgreSQL CPU than computing the microseconds three times
+    and padding them."""
     utc = f"({column}) AT TIME ZONE 'UTC'"
 
     def text(fraction: str) -> str:
@@ -49,9 +48,8 @@ _DURATION = (
 )
 # The row's place in the keyset order, as the cursor holds it: microseconds since the Unix
 # epoch (exact: extract gives a numeric). Only the last row's is kept (the next cursor), but
-# every row's is read to order the first page; a timestamptz decoded by asyncpg costs about
-# 6,000 instructions a value (a datetime plus a timedelta), 8 % of a 50-row tools/call under
-# callgrind, where an int8 costs a few dozen.
+# every row's is read to order the first page; a timestamptz decoded by asyncpg makes a
+# datetime plus a timedelta a value, where an int8 makes one int.
 _SORT_US = "(extract(epoch FROM e.sort_at) * 1000000)::int8"
 _EXECUTION_COLUMNS = f"""
     e.id, e.instance_id, e.workflow_id, e.workflow_name, e.source_id, e.source_workflow_id,
@@ -69,9 +67,9 @@ _STORED_COLUMNS = """
 _ROW_COLUMNS = f"{_EXECUTION_COLUMNS}, i.name AS instance_name"
 # The names of `_ROW_COLUMNS`, in order. Every statement here that reads execution rows (a
 # page, the first page, one execution) returns them first, so the tool unpacks a row by
-# position (service/tools/executions.py shape_row): 20 name lookups of an asyncpg Record a
-# row were a third of shaping a page. tests/store/test_execution_columns.py holds each
-# statement to this order.
+# position (service/tools/executions.py shape_row): a name lookup of an asyncpg Record for
+# each column of each row was a large part of shaping a page.
+# tests/store/test_execution_columns.py holds each statement to this order.
 ROW_COLUMNS = (
     "id", "instance_id", "workflow_id", "workflow_name", "source_id", "source_workflow_id",
     "status", "started_at", "created_at", "stopped_at", "observed_at", "duration_ms",
@@ -110,7 +108,7 @@ def page_query(
 
     The row count is written into the statement (one text per page size, at most 51):
     with a `LIMIT $n` PostgreSQL cannot cost a generic plan and planned the statement anew
-    on every call (measured at 10M rows: 0.63 → 0.40 ms of server CPU a page).
+    on every call.
 
     The text depends only on which filters are present, how many values each has, the row
     count and `first`: it is made once per combination (`_PAGE_TEXTS`)."""
