@@ -8,7 +8,6 @@ from service.config import Config
 from service.errors import ConfigError
 from tests.support.keys import ed25519_pem, p256_pem
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://postgres@127.0.0.1/x"}

@@ -8,7 +8,6 @@ import pytest
 
 from service.crypto import b64url, b64url_strict, derive_key, key_id
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 RAW = bytes(range(256))

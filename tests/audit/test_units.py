@@ -34,7 +34,6 @@ from service.errors import AuditUnavailable, ConfigError
 from service.settings.audit import Audit
 from tests.audit.reading import VALIDATOR, audit_lines
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@127.0.0.1/db", "ELOVA_SIGNING_KEY": ""}

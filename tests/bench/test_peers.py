@@ -20,7 +20,6 @@ from service.tools.executions import shape_row
 from tests.bench import peers
 from tests.bench.peers.fastmcp.shaping import shape as fastmcp_shape
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 EXACT = re.compile(r"^\d+\.\d+\.\d+$")

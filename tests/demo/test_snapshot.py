@@ -19,7 +19,6 @@ from service.demo.document import DEFAULT_SEED, DEMO_EMAIL, demo_snapshot, demo_
 from service.rules.history import HistoryIn, bound_history
 from tests.demo.conftest import NOW
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 CATALOG = Path(__file__).parents[2] / "service" / "contract" / "elova-tools.json"

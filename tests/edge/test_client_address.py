@@ -13,7 +13,6 @@ from service.errors import ConfigError
 from service.settings.proxies import TrustedProxies
 from tests.support.keys import ed25519_pem
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 

@@ -9,7 +9,6 @@ from service.config import Config
 from service.errors import ConfigError
 from service.store.db import PooledConnection, StoreConnection, connect_options
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@db/elova"}

@@ -18,7 +18,6 @@ from service.limits.admission import Admission
 from service.observability.metrics.app_metrics import Metrics
 from tests.support.keys import ed25519_pem
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 BASE = {"ELOVA_DATABASE_URL": "postgresql://u@h/db"}

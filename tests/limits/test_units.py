@@ -11,7 +11,6 @@ from service.limits.budget import Budget
 from service.limits.local import LocalLimiter
 from service.settings.limits import Limits
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 

@@ -12,7 +12,6 @@ from service.config import Config
 from service.observability.tracing.statements import summarize
 from service.settings.tracing import configured
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 ENDPOINT = "http://127.0.0.1:4318"

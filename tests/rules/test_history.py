@@ -13,7 +13,6 @@ from jsonschema import Draft202012Validator
 from service.rules.history import MAX_BYTES, HistoryIn, bound_history
 from tests.tools.execution_support import CATALOG
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 ASTRAL = "\U0001f600"

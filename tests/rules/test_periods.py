@@ -16,7 +16,6 @@ from service.rules.periods import (
 )
 from service.rules.shaping import format_local, resolve_zone
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 

@@ -7,7 +7,6 @@ import pytest
 
 from service.settings.database import db_hosts, host_count, session_attrs
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 

@@ -31,7 +31,6 @@ import pytest
 
 from service.store.migrate import Migration, available
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 RULE_FROM = 22  # 0001-0021 were released before this rule existed

@@ -8,7 +8,6 @@ import pytest
 from service.errors import ValidationError
 from service.tools.setup import all_tools
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 WS = '"workspaceId":"11111111-1111-4111-8111-111111111111"'

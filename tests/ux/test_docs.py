@@ -15,7 +15,6 @@ import pytest
 from service.__main__ import main
 from service.config import Config
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]

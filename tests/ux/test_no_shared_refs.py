@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]

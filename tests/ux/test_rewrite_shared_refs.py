@@ -8,7 +8,6 @@ import pytest
 
 from tests.ux.rewrite_shared_refs import NAME, files, rewrite_text, wrap_long_lines
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 S = NAME  # the name is assembled so that this file is not itself a reference

@@ -11,7 +11,6 @@ import pytest
 from service.mcp.catalog import Catalog
 from tests.ux import catalog_tables
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 DOC = catalog_tables.TOOLS_DOC

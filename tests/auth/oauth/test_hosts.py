@@ -13,7 +13,6 @@ from service.auth.oauth.names import clean_client_name, shown_client_name
 from service.auth.oauth.pages import content_security_policy
 from service.auth.oauth.redirect_hosts import ShownHost, shown_host
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 REFUSED_HOSTS = [

@@ -26,7 +26,6 @@ from service.auth.oauth.outbound_address import (
 )
 from service.errors import FetchRefused, PrivateAddress
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 # The zero of each digit script; its digits follow it in Unicode. All are decimal digits

@@ -17,7 +17,6 @@ import pytest
 from service.server.overload import inflight_limit as il
 from service.server.overload.inflight_limit import FixedLimit, GradientLimit
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 MS = 0.001

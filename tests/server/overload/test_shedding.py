@@ -11,7 +11,6 @@ from service.server.overload.state import Overload
 from service.server.pacing import RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
 
-# needs no PostgreSQL, Redis, browser, Node or other installed tool: `make check` runs it
 pytestmark = pytest.mark.unit
 
 THRESHOLD = 0.05
