@@ -1,41 +1,51 @@
-"""Admission: every request takes its limits before its answer leaves, shared by all
-replicas.
+"""Admission: every request takes its limits before its answer leaves.
 
 `Admission.acquire(request_id, caller)` returns a `Grant` or raises `LimitExceeded`;
-`Admission.release(grant)` frees its concurrency slots (idempotent). With Redis the whole
-check-and-take is one Lua script (admit.lua, EVALSHA) on Redis time; without Redis, or
-while the circuit breaker holds Redis open, a per-process limiter with this replica's share
-of each cap answers instead (docs/limits.md).
+`Admission.release(grant)` frees its concurrency slots (idempotent). The global cap is this
+replica's own (replica_slots.py, no Redis call; with ELOVA_LIMIT_FLEET_CONCURRENCY also
+bounded by the replica's leased block of the fleet, fleet.py). The account, approval and
+daily budgets hold across all replicas: with Redis the whole check-and-take is one Lua
+script (admit.lua, EVALSHA) on Redis time, on the account's own hash slot; without Redis,
+or while the circuit breaker holds Redis open, a per-process limiter with this replica's
+share of each budget answers instead (docs/limits.md).
+
+A request over a concurrency cap (`global`, `account`) waits a short, bounded time for a
+slot before its 429 (ELOVA_LIMIT_SLOT_WAIT_MS, never past its deadline), in arrival order
+within the replica, holding nothing while it waits (replica_slots.py, slot_waits.py).
 
 `begin` and `settle` are `acquire` in two steps: the script call is sent at once and the
 request's work runs while its reply is on the way; the reply decides before the answer
 leaves, and a refusal replaces the answer (docs/decisions/limits.md, Overlapped
-admission). `begin` declines (the caller then uses `acquire`) whenever a refusal is likely.
+admission). `begin` declines (the caller then uses `acquire`) whenever a refusal or a
+wait is likely.
 
-Beside it: shared.py makes the Redis calls (script_calls.py packs them, pipeline.py sends them),
-refusals.py makes the 429s, spent.py remembers the approvals whose rate budget is spent and
-recent.py who was refused a moment ago. Every key of one script call shares one hash slot
-(`{limits}` hash tag), because the script takes the global slot and the account's slot in
-the same atomic step; see docs/decisions/limits.md.
+Beside it: shared.py makes the Redis calls (script_calls.py packs them, pipeline.py sends
+them), refusals.py makes the 429s, spent.py remembers the approvals whose rate budget is
+spent and recent.py who was refused a moment ago.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from service.auth.caller import Caller
+from service.errors import LimitExceeded
 from service.limits.breaker import CircuitBreaker, State
-from service.limits.budget import APPROVAL, Budget, Decision
+from service.limits.budget import ACCOUNT, APPROVAL, Budget, Decision
+from service.limits.fleet import FleetLease
 from service.limits.local import LocalLimiter
 from service.limits.pipeline import ScriptPipeline
 from service.limits.recent import RecentRefusals
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, RedisClient
 from service.limits.refusals import Refusals
+from service.limits.replica_slots import ReplicaSlots
 from service.limits.script_calls import ScriptCalls
 from service.limits.shared import UNANSWERED, Admitting, SharedLimiter
+from service.limits.slot_waits import SlotWait, SlotWaits
 from service.limits.spent import SpentBudgets
 from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
@@ -50,7 +60,7 @@ class Grant:
     approval_id: UUID
     shared: bool  # True: leases in Redis; False: in this process's limiter
     budget: Budget
-    released: bool = False
+    released: bool = False  # (it also holds one of the replica's slots until released)
 
     def headers(self) -> dict[str, str]:
         """`RateLimit-Policy` / `RateLimit`: the approval's remaining budget."""
@@ -69,11 +79,15 @@ class Admission:
         timeout_seconds: float = REDIS_TIMEOUT_SECONDS,
     ) -> None:
         self.limits = limits
-        base = f"{key_prefix}{{limits}}:"
+        base = f"{key_prefix}limits:"
         self._breaker = breaker or CircuitBreaker()
         lease_seconds = limits.request_deadline_seconds + limits.lease_grace_seconds
         self._calls = ScriptCalls(base, limits, round(lease_seconds * 1000))
         self._local = LocalLimiter.share(limits, limits.expected_replicas)
+        self.slots = ReplicaSlots(limits.global_concurrency, limits.waiters)
+        self._waits = SlotWaits(limits.waiters, limits.waiters_per_account)
+        self._wait_seconds = min(limits.slot_wait_seconds, limits.request_deadline_seconds)
+        self._metrics = metrics
         self._refusals = Refusals(limits, self._local, metrics)
         # Approvals the shared limiter refused for their rate budget (spent.py).
         self._spent = SpentBudgets(self._refusals, metrics)
@@ -86,11 +100,22 @@ class Admission:
                 breaker=self._breaker,
                 local=self._local,
                 timeout_seconds=timeout_seconds,
-                slot_key=f"{base}global",
             )
             if redis is not None
             else None
         )
+        self.fleet: FleetLease | None = None
+        if limits.fleet_concurrency is not None:
+            self.fleet = FleetLease(
+                None if self._shared is None else self._shared.pipeline,
+                self.slots,
+                key_base=base,
+                fleet_cap=limits.fleet_concurrency,
+                fallback=max(1, limits.fleet_concurrency // limits.expected_replicas),
+                hold_seconds=lease_seconds,
+                degraded=lambda: self.degraded,
+                metrics=metrics,
+            )
 
     @property
     def degraded(self) -> bool:
@@ -110,31 +135,107 @@ class Admission:
         return self._local
 
     def keys(self, account_id: UUID, approval_id: UUID) -> list[str]:
-        """The five keys of one admission, all in one hash slot (script_calls.py)."""
+        """The four keys of one admission, all in the account's hash slot (script_calls.py)."""
         return self._calls.keys(account_id, approval_id)
 
     async def acquire(self, request_id: str, caller: Caller) -> Grant:
         refusal = self._spent.refusal(caller.approval_id)
         if refusal is not None:
             raise refusal
-        answer: Decision | object | None = None
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self._wait_seconds
+        wait: SlotWait | None = None
+        final = False
+        try:
+            if self._wait_seconds > 0 and self._waits.ahead(caller.account_id):
+                # Requests of this account already wait here: this one queues behind them.
+                wait = self._waits.join(caller.account_id)
+                if wait is not None:
+                    final = not await wait.next_try(until)
+            return await self._admit(request_id, caller, until, wait, final, None)
+        finally:
+            if wait is not None:
+                self._waits.leave(wait)
+
+    async def _admit(
+        self,
+        request_id: str,
+        caller: Caller,
+        until: float,
+        wait: SlotWait | None,
+        final: bool,
+        answer: Decision | object | None,
+    ) -> Grant:
+        """Take a replica slot and the shared limits, waiting for a slot while a
+        concurrency cap refuses and time is left (`final`: this is the last try). With
+        `answer` (`settle`), the first try's answer has come already, slot taken."""
+        started = asyncio.get_running_loop().time()
+        waited = False
+        try:
+            while True:
+                if answer is None:
+                    if not await self._replica_slot(until):
+                        self._waited(waited, started, admitted=False)
+                        raise self._refusals.replica_full(self.slots.capacity)
+                    answer = await self._ask(request_id, caller)
+                try:
+                    outcome = self._decided(answer, request_id, caller)
+                except BaseException:
+                    self.slots.give_back()
+                    raise
+                answer = None
+                if isinstance(outcome, Grant):
+                    self._waited(waited, started, admitted=True)
+                    return outcome
+                self.slots.give_back()
+                decision, shared = outcome
+                if decision.limit != ACCOUNT or final or self._wait_seconds <= 0:
+                    self._waited(waited, started, admitted=False)
+                    raise self._refused(decision, shared, caller)
+                if wait is None:
+                    wait = self._waits.join(caller.account_id)
+                    if wait is None:  # too many wait already: refused at once
+                        raise self._refused(decision, shared, caller)
+                waited = True
+                if not await wait.next_try(until):
+                    self._waited(waited, started, admitted=False)
+                    raise self._refused(decision, shared, caller)
+        finally:
+            if wait is not None:
+                self._waits.leave(wait)
+
+    async def _replica_slot(self, until: float) -> bool:
+        """One of this replica's slots, waiting for one until `until` (or not at all)."""
+        if self.fleet is not None and self._shared is not None:
+            self.fleet.expire_if_due()
+        if self.slots.take():
+            return True
+        return self._wait_seconds > 0 and await self.slots.wait(until)
+
+    async def _ask(self, request_id: str, caller: Caller) -> Decision | object | None:
+        """The shared limiter's answer; None to let the per-process limiter answer."""
         shared = self._shared
-        if shared is not None:
-            if self._breaker.state is State.CLOSED:
-                answer = await shared.decision(shared.submit(request_id, caller))
-            else:
-                # Redis is down: this request is answered by the per-process limits. Whether
-                # Redis is back is asked by a background probe, never by a user's request,
-                # so an outage costs no refusals beyond the switch-over itself.
-                shared.probe_when_due()
-        return self._decided(answer, request_id, caller)
+        if shared is None:
+            return None
+        if self._breaker.state is State.CLOSED:
+            return await shared.decision(shared.submit(request_id, caller))
+        # Redis is down: this request is answered by the per-process limits. Whether
+        # Redis is back is asked by a background probe, never by a user's request, so an
+        # outage costs no refusals beyond the switch-over itself.
+        shared.probe_when_due()
+        return None
+
+    def _waited(self, waited: bool, started: float, *, admitted: bool) -> None:
+        if waited:
+            seconds = asyncio.get_running_loop().time() - started
+            self._metrics.limit_waited(seconds, admitted)
 
     def begin(self, request_id: str, caller: Caller) -> Admitting | None:
         """Send this request's admission now, for `settle` to decide once its work is done;
         None when the request should wait for its admission first (`acquire`): overlap is
         off, there is no Redis or the breaker is not closed, the approval's budget is
-        spent, or the shared limiter refused this approval, its account or the service
-        a moment ago (recent.py)."""
+        spent, the shared limiter refused this approval or its account a moment ago
+        (recent.py), requests of the account wait here, or no replica slot is free."""
         shared = self._shared
         if (
             not self.limits.admission_overlap
@@ -142,23 +243,39 @@ class Admission:
             or self._breaker.state is not State.CLOSED
             or self._recent.refused(caller)
             or self._spent.holds(caller.approval_id)
+            or self._waits.ahead(caller.account_id)
         ):
+            return None
+        if self.fleet is not None:
+            self.fleet.expire_if_due()
+        if not self.slots.take():
             return None
         return shared.submit(request_id, caller)
 
     async def settle(self, admitting: Admitting) -> Grant:
-        """`begin`'s admission decided: a `Grant`, or `LimitExceeded` as `acquire` raises."""
+        """`begin`'s admission decided: a `Grant`, or `LimitExceeded` as `acquire` raises
+        (a concurrency refusal waits for a slot first, as in `acquire`)."""
         assert self._shared is not None
-        answer = await self._shared.decision(admitting)
-        return self._decided(answer, admitting.request_id, admitting.caller)
+        try:
+            answer = await self._shared.decision(admitting)
+        except BaseException:
+            self.slots.give_back()
+            raise
+        until = asyncio.get_running_loop().time() + self._wait_seconds
+        caller = admitting.caller
+        return await self._admit(admitting.request_id, caller, until, None, False, answer)
 
     def abandon(self, admitting: Admitting) -> None:
         """`begin`'s request ended before `settle` (cancelled, past its deadline): what the
-        script decided is undone (shared.py)."""
+        script decided is undone (shared.py), and its replica slot freed."""
+        self.slots.give_back()
         if self._shared is not None:
             self._shared.abandon(admitting)
 
-    def _decided(self, answer: Decision | object | None, request_id: str, caller: Caller) -> Grant:
+    def _decided(
+        self, answer: Decision | object | None, request_id: str, caller: Caller
+    ) -> Grant | tuple[Decision, bool]:
+        """A grant, or the refused decision and whether the shared limiter made it."""
         if answer is UNANSWERED:
             self._refused_recently(caller, None)
             raise self._refusals.unanswered()
@@ -168,12 +285,16 @@ class Admission:
             decision = self._local.acquire(request_id, caller.account_id, caller.approval_id)
             shared = False
         if not decision.admitted:
-            if shared:
-                self._refused_recently(caller, decision.limit)
-                if decision.limit == APPROVAL and decision.retry_ms > 0:
-                    self._spent.remember(caller.approval_id, decision)
-            raise self._refusals.refusal(decision, shared)
+            return decision, shared
         return Grant(request_id, caller.account_id, caller.approval_id, shared, decision.budget)
+
+    def _refused(self, decision: Decision, shared: bool, caller: Caller) -> LimitExceeded:
+        """The 429 of a refusal that stands (counted once, remembered for `begin`)."""
+        if shared:
+            self._refused_recently(caller, decision.limit)
+            if decision.limit == APPROVAL and decision.retry_ms > 0:
+                self._spent.remember(caller.approval_id, decision)
+        return self._refusals.refusal(decision, shared)
 
     def _refused_recently(self, caller: Caller, limit: str | None) -> None:
         if self.limits.admission_overlap:  # the hint is `begin`'s alone (recent.py)
@@ -201,17 +322,24 @@ class Admission:
         if grant.released:
             return None
         grant.released = True
+        self.slots.give_back()
         if not grant.shared:
             self._local.release(grant.request_id)
+            self._waits.freed(grant.account_id)
             return None
         if self._shared is None:
             return None
-        return self._shared.release_soon(grant.request_id, grant.account_id, grant.approval_id)
+        pending = self._shared.release_soon(grant.request_id, grant.account_id, grant.approval_id)
+        self._waits.freed(grant.account_id)  # after the release: it reaches Redis first
+        return pending
 
     async def warm_up(self) -> None:
-        """Load both scripts before the first request (shared.py)."""
+        """Load the scripts before the first request (shared.py), and take this replica's
+        first fleet lease."""
         if self._shared is not None:
             await self._shared.warm_up()
+        if self.fleet is not None:
+            await self.fleet.renew()
 
     async def check(self, operation: str = "probe") -> bool:
         """A real script call proving the shared limiter works (shared.py); False without
@@ -229,5 +357,9 @@ class Admission:
         return "ok" if answered and not self.degraded else "degraded"
 
     async def close(self) -> None:
+        if self.fleet is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await self.fleet.renew(release=True)  # its block returns at once
         if self._shared is not None:
             await self._shared.close()

@@ -1,8 +1,10 @@
-"""The per-process limiter: the same limits as the Redis script, in one process's memory.
+"""The per-process limiter: the same limits as the Redis script (the account's concurrency,
+the approval's rate, the account's daily budget), in one process's memory.
 
 It is the normal mode without ELOVA_REDIS_URL and the fallback while Redis is unreachable.
 Its caps are this replica's share of each limit (built by `LocalLimiter.share`), so that
-the replicas together stay close to the configured totals. Time is this process's
+the replicas together stay close to the configured totals. (The global cap is per replica
+in every mode: replica_slots.py.) Time is this process's
 monotonic clock (nothing is shared, so skew cannot matter); the daily budget resets at
 00:00 UTC by the wall clock.
 """
@@ -20,7 +22,6 @@ from service.limits.budget import (
     ACCOUNT_DAILY,
     APPROVAL,
     DAY_SECONDS,
-    GLOBAL,
     Budget,
     Decision,
 )
@@ -46,7 +47,6 @@ class LocalLimiter:
     def __init__(
         self,
         *,
-        global_cap: int,
         account_cap: int,
         per_minute: int,
         daily_cap: int | None,
@@ -54,7 +54,6 @@ class LocalLimiter:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.global_cap = global_cap
         self.account_cap = account_cap
         self.per_minute = per_minute
         self.daily_cap = daily_cap
@@ -74,7 +73,6 @@ class LocalLimiter:
             return max(1, cap // replicas)
 
         return cls(
-            global_cap=part(limits.global_concurrency),
             account_cap=part(limits.account_concurrency),
             per_minute=part(limits.approval_per_minute),
             daily_cap=None if limits.account_per_day is None else part(limits.account_per_day),
@@ -104,8 +102,6 @@ class LocalLimiter:
             return refuse(APPROVAL, math.ceil((1 - bucket.tokens) / rate * 1000))
         if self._by_account.get(account_id, 0) >= self.account_cap:
             return refuse(ACCOUNT, 0)
-        if len(self._leases) >= self.global_cap:
-            return refuse(GLOBAL, 0)
 
         self._leases[request_id] = _Lease(account_id, now + self.lease_seconds)
         self._by_account[account_id] = self._by_account.get(account_id, 0) + 1

@@ -3,14 +3,14 @@
 Every request costs two script calls; sent one by one, each is a write and a read on a
 socket, and on a busy replica those system calls cost more than the scripts themselves.
 `ScriptPipeline.call` queues a call and returns its reply; one sender task writes whatever
-is queued in one write on one kept connection (a pipeline without MULTI:
+is queued in one write on a kept connection to each server (a pipeline without MULTI:
 each script is atomic on its own), and while that batch is on the wire the next calls queue
 up behind it. So:
 
 - at low load a call goes out at once, alone (one batch in flight, nothing to wait for);
 - under load the calls of many requests share one write and one read;
-- batches leave one at a time, so calls reach Redis in the order they were made (a
-  request's release is never overtaken by a later admission of the same caller).
+- batches leave one at a time, so calls reach each server in the order they were made (a
+  request's release is never overtaken by a later admission of the same account).
 
 A failed batch (connection refused or lost, a timeout) fails every call in it with that
 error; the admission treats each exactly as it treated a failed single call (breaker,
@@ -23,7 +23,8 @@ and sends the call again; MOVED (the slot now lives on another master) lets the 
 refresh the slot map and move the kept connection, then sends it again; ASK (the slot is
 being migrated, this key not here) sends ASKING and the call to the importing node;
 TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
-route (route.py) knows which server serves the limiter's slot.
+route (route.py) knows which server serves each call's slot: in a Cluster, a batch is
+split by master, and each master's calls go out on its own connection at the same time.
 
 The admission hands in its calls packed (script_calls.py; `call` packs with hiredis for other
 callers). The connection is the pipeline's own: the route takes it once (from the client's
@@ -51,6 +52,7 @@ from hiredis import pack_command
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
+from redis.crc import key_slot
 from redis.exceptions import (
     AskError,
     MovedError,
@@ -92,6 +94,7 @@ class _Queued:
     packed: bytes  # the EVALSHA as written (sent again as is after a redirect)
     deadline: float  # loop time by which its reply must have settled
     reply: asyncio.Future[Any]
+    slot: int  # the Cluster hash slot of its keys: which master it goes to
 
 
 def _loads(batch: Sequence[_Queued]) -> list[bytes]:
@@ -108,14 +111,13 @@ class ScriptPipeline:
         self,
         redis: aioredis.Redis | RedisCluster,
         *,
-        slot_key: str = "{limits}",
         bound: float = 0.75,
     ) -> None:
         self._redis = redis
-        # The pipeline's own connection, kept by the route (one batch is on the wire at a
-        # time). Checking a connection out and in for every batch cost two lock round
-        # trips, a health check and redis-py's observability hooks.
-        self.route: Route = route_for(redis, slot_key)
+        # The pipeline's own connections, kept by the route (one a server; one batch is on
+        # the wire at a time). Checking a connection out and in for every batch cost two
+        # lock round trips, a health check and redis-py's observability hooks.
+        self.route: Route = route_for(redis)
         self.bound = bound  # the longest one call may take, redirects included
         self._queue: list[_Queued] = []
         self._sender: asyncio.Task[None] | None = None
@@ -125,34 +127,36 @@ class ScriptPipeline:
         self.followed: Counter[str] = Counter()  # … by kind (tests read it)
 
     async def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """EVALSHA `script` with `keys` and `args`; its reply, or the error of its batch."""
-        return await self.submit(script, evalsha(script, keys, args))
+        """EVALSHA `script` with `keys` (one hash slot) and `args`; its reply, or the
+        error of its batch."""
+        slot = key_slot(keys[0].encode()) if keys else 0
+        return await self.submit(script, evalsha(script, keys, args), slot)
 
-    def submit(self, script: Script, packed: bytes) -> asyncio.Future[Any]:
+    def submit(self, script: Script, packed: bytes, slot: int = 0) -> asyncio.Future[Any]:
         """Queue one packed EVALSHA of `script` now and return the future of its reply:
         its place in the order is taken at once, and the call is sent even if the future
         is cancelled (its caller went away) or left. The future settles within `bound` (a
         TimeoutError then): the sender bounds each batch by its oldest call's deadline."""
         loop = asyncio.get_running_loop()
         reply = loop.create_future()
-        self._queue.append(_Queued(script, packed, loop.time() + self.bound, reply))
+        self._queue.append(_Queued(script, packed, loop.time() + self.bound, reply, slot))
         if self._sender is None:
             self._sender = loop.create_task(self._drain())
         return reply
 
     async def preload(self, scripts: Sequence[Script]) -> None:
-        """SCRIPT LOAD each script on the server that serves the limiter's slot."""
-        conn = await self.route.connection()
-        try:
-            await conn.send_packed_command(
-                b"".join(_pack("SCRIPT", "LOAD", s.text) for s in scripts),
-                check_health=False,
-            )
-            for _ in scripts:
-                await conn.read_response()
-        except BaseException:
-            await self.route.lost(conn)
-            raise
+        """SCRIPT LOAD each script on every server the route sends calls to."""
+        for conn in await self.route.connections():
+            try:
+                await conn.send_packed_command(
+                    b"".join(_pack("SCRIPT", "LOAD", s.text) for s in scripts),
+                    check_health=False,
+                )
+                for _ in scripts:
+                    await conn.read_response()
+            except BaseException:
+                await self.route.lost(conn)
+                raise
 
     async def close(self) -> None:
         """Let the batch on the wire finish (its callers are waiting for it), then give the
@@ -200,17 +204,36 @@ class ScriptPipeline:
                 _settle(q, err)
 
     async def _send_bounded(self, batch: list[_Queued]) -> None:
-        conn = await self.route.connection()
-        replies = await self._exchange(conn, [q.packed for q in batch], len(batch))
+        await self.route.ready()
+        groups = self._by_owner(batch)
         self.batches += 1
         self.calls += len(batch)
-        redirected: list[tuple[_Queued, ResponseError]] | None = None
-        for q, reply in zip(batch, replies, strict=True):
-            if isinstance(reply, _REDIRECTS):
-                redirected = redirected or []
-                redirected.append((q, reply))
-            else:
-                _settle(q, reply)
+        if len(groups) == 1:
+            await self._send_group(groups[0])
+            return
+        # A Cluster: each master's calls on its own connection, all at once. A failed
+        # exchange fails its own calls only.
+        outcomes = await asyncio.gather(
+            *(self._send_group(calls) for calls in groups), return_exceptions=True
+        )
+        for calls, outcome in zip(groups, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                for q in calls:
+                    _settle(q, outcome)
+
+    def _by_owner(self, calls: list[_Queued]) -> list[list[_Queued]]:
+        """The calls grouped by the server that serves their slot, each in call order."""
+        owner = self.route.owner
+        groups: dict[str | None, list[_Queued]] = {}
+        for q in calls:
+            groups.setdefault(owner(q.slot), []).append(q)
+        return list(groups.values())
+
+    async def _send_group(self, calls: list[_Queued]) -> None:
+        """One server's calls in one exchange; redirected ones are followed."""
+        conn = await self.route.connection(calls[0].slot)
+        replies = await self._exchange(conn, [q.packed for q in calls], len(calls))
+        redirected = self._settle_round(calls, replies)
         if redirected:
             await self._follow(redirected)
 
@@ -249,13 +272,13 @@ class ScriptPipeline:
         asked = [(q, e) for q, e in redirected if isinstance(e, AskError)]
         again = [q for q, e in redirected if not isinstance(e, AskError)]
         out: list[tuple[_Queued, ResponseError]] = []
-        if again:
-            conn = await self.route.connection()
-            loads = _loads(again)
+        for calls in self._by_owner(again):  # a MOVED slot's calls go to its new owner
+            conn = await self.route.connection(calls[0].slot)
+            loads = _loads(calls)
             replies = await self._exchange(
-                conn, [*loads, *(q.packed for q in again)], len(loads) + len(again)
+                conn, [*loads, *(q.packed for q in calls)], len(loads) + len(calls)
             )
-            out += self._settle_round(again, replies[len(loads) :])
+            out += self._settle_round(calls, replies[len(loads) :])
         if asked:
             out += await self._ask(asked)
         return out

@@ -32,26 +32,39 @@ class Refusals:
         limit = decision.limit or GLOBAL
         if count:
             self._metrics.limit_refused(limit)
-        if shared:
-            caps = (self.limits.global_concurrency, self.limits.account_concurrency)
-        else:
-            caps = (self._local.global_cap, self._local.account_cap)
+        account_cap = self.limits.account_concurrency if shared else self._local.account_cap
         return LimitExceeded(
             limit,
             decision.retry_after_seconds(),
-            _message(limit, decision.budget, *caps),
+            _message(limit, decision.budget, self.limits.global_concurrency, account_cap),
             headers=decision.budget.headers(),
         )
 
-    def unanswered(self) -> LimitExceeded:
-        """The 429 of one failed script call while Redis is believed up."""
+    def replica_full(self, capacity: int) -> LimitExceeded:
+        """The 429 of a replica whose slots stayed taken (the global cap, per replica): no
+        shared budget was read, so `RateLimit-Policy` names the quotas and `RateLimit`
+        promises nothing before the hint."""
         self._metrics.limit_refused(GLOBAL)
         retry = concurrency_hint()
+        headers = self._unknown_budget(retry)
+        message = f"This replica is handling {capacity} requests at once."
+        if capacity < self.limits.global_concurrency:
+            message = message[:-1] + " (its share of the fleet's limit)."
+        return LimitExceeded(GLOBAL, retry, message, headers=headers)
+
+    def _unknown_budget(self, retry: int) -> dict[str, str]:
         # The budget is unknown; what holds is "nothing more until the hint has passed".
         headers = Budget(
             self.limits.approval_per_minute, 0.0, self.limits.account_per_day
         ).headers()
         headers[RATE_LIMIT] = f'"{APPROVAL_POLICY}";r=0;t={retry}'
+        return headers
+
+    def unanswered(self) -> LimitExceeded:
+        """The 429 of one failed script call while Redis is believed up."""
+        self._metrics.limit_refused(GLOBAL)
+        retry = concurrency_hint()
+        headers = self._unknown_budget(retry)
         return LimitExceeded(
             GLOBAL, retry, "The shared limits did not answer in time.", headers=headers
         )
@@ -67,4 +80,4 @@ def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> s
         return f"This approval has used its {budget.per_minute} requests a minute."
     if limit == ACCOUNT:
         return f"This account already has {account_cap} requests in progress."
-    return f"The service is handling {global_cap} requests at once."
+    return f"This replica is handling {global_cap} requests at once."

@@ -1,10 +1,10 @@
-"""Where the admission's script calls go: the one Redis server that serves the limiter's slot.
+"""Where the admission's script calls go: the Redis server that serves each call's slot.
 
-Every limiter key shares one hash slot (the `{limits}` hash tag, docs/decisions/limits.md),
-so at any moment exactly one server runs the scripts: the standalone server, the master the
-sentinels name, or the cluster master that owns the slot. A route hands the pipeline its
-one kept connection to that server, checked before each batch, and moves it when the
-server says the slot lives elsewhere:
+The keys of one admission share its account's hash slot (docs/decisions/limits.md, "One
+slot per account"): the standalone server or the master the sentinels name serves every
+slot; in a Cluster, the master that owns the account's slot. A route hands the pipeline a
+kept connection to each such server (one per master), checked before each batch, and
+follows the server when it says a slot lives elsewhere:
 
 - `StandaloneRoute` (standalone and Sentinel): the connection comes from the client's pool.
   A Sentinel-managed connection asks the sentinels for the master each time it connects,
@@ -13,10 +13,11 @@ server says the slot lives elsewhere:
   (`verify`, watch.py) and drops a connection to a master they no longer name (a
   switchover whose old master is not demoted yet). A MOVED reply here means
   ELOVA_REDIS_MODE is wrong: it is not followed (logged once) and counts as a failure.
-- `ClusterRoute`: the connection comes from the node that owns the slot in the cluster
-  client's slot map. MOVED refreshes the map and moves the kept connection; a lost
-  connection (a node died, a failover) refreshes the map before the next batch; ASK lends
-  a connection to the importing node for the calls that were redirected.
+- `ClusterRoute`: one kept connection per master, taken from the node; a call goes to the
+  master that owns its slot in the cluster client's slot map. MOVED reads the map again and
+  the calls are sent to their owners anew; a lost connection (a node died, a failover)
+  reads the map before the next batch; ASK lends a connection to the importing node for
+  the calls that were redirected.
 """
 
 from __future__ import annotations
@@ -79,7 +80,16 @@ class StandaloneRoute:
         self._warned = False
         self.sentinel = isinstance(client.connection_pool, SentinelConnectionPool)
 
-    async def connection(self) -> AbstractConnection:
+    async def ready(self) -> None:
+        """Nothing to read: one server serves every slot."""
+
+    def owner(self, slot: int) -> str | None:
+        return None
+
+    async def connections(self) -> list[AbstractConnection]:
+        return [await self.connection()]
+
+    async def connection(self, slot: int = 0) -> AbstractConnection:
         conn = self._conn
         if conn is None:
             pool = self._client.connection_pool
@@ -135,108 +145,112 @@ class StandaloneRoute:
 
 
 class ClusterRoute:
-    def __init__(self, client: RedisCluster, key: str) -> None:
+    def __init__(self, client: RedisCluster) -> None:
         self._client = client
-        self._key = key  # any limiter key: they all hash to the limiter's slot
-        self._node: ClusterNode | None = None
-        self._conn: AbstractConnection | None = None
+        self._conns: dict[str, tuple[ClusterNode, AbstractConnection]] = {}  # by node name
+        self._ready = False  # the slot map was read at least once
         self._refresh = False  # the slot map may be stale: ask the cluster again first
-        self.moves = 0  # times the kept connection moved to another node (tests read it)
+        self.moves = 0  # MOVED replies that made the route read the slot map (tests read it)
         self.sentinel = False
 
-    @property
-    def node_name(self) -> str | None:
-        return None if self._node is None else self._node.name
-
-    async def connection(self) -> AbstractConnection:
+    async def ready(self) -> None:
+        """Read the slot map the first time, and again after a lost connection or a MOVED
+        (a failover, a migrated slot); no node answering is a connection error."""
+        if self._ready and not self._refresh:
+            return
         try:
-            return await self._connection()
+            if self._ready:
+                await self._client.nodes_manager.initialize()
+            else:
+                await self._client.initialize()
+        except RedisClusterException as err:  # no node answered
+            raise RedisConnectionError(f"Redis Cluster: {err}") from err
+        self._ready, self._refresh = True, False
+
+    def owner(self, slot: int) -> str | None:
+        """The name of the master that serves `slot` in the slot map (None: unserved)."""
+        nodes = self._client.nodes_manager.slots_cache.get(slot)
+        return nodes[0].name if nodes else None
+
+    async def connection(self, slot: int = 0) -> AbstractConnection:
+        """The kept connection to the master that serves `slot` (one per master)."""
+        try:
+            await self.ready()
+            nodes = self._client.nodes_manager.slots_cache.get(slot)
+            if not nodes:
+                raise RedisConnectionError(f"Redis Cluster: no node serves slot {slot}")
+            return await checked(self._kept(nodes[0]))
         except BaseException:
             self._refresh = True  # the owner may be gone (a failover): read the map again
             raise
 
-    async def _connection(self) -> AbstractConnection:
-        if self._conn is not None and not self._refresh:
-            return await checked(self._conn)
-        try:
-            if self._refresh:
-                await self._client.nodes_manager.initialize()
-            else:
-                await self._client.initialize()  # the first time only: a no-op after
-            node = self._client.get_node_from_key(self._key)
-        except RedisClusterException as err:  # no node answered, or the slot is unserved
-            raise RedisConnectionError(f"Redis Cluster: {err}") from err
-        self._refresh = False
-        if node is None:
-            raise RedisConnectionError("Redis Cluster: no node serves the limiter's slot")
-        self._take(node)
-        assert self._conn is not None
-        return await checked(self._conn)
+    async def connections(self) -> list[AbstractConnection]:
+        """A kept connection to every master (to load the scripts on each)."""
+        await self.ready()
+        return [await checked(self._kept(node)) for node in self._client.get_primaries()]
+
+    def _kept(self, node: ClusterNode) -> AbstractConnection:
+        kept = self._conns.get(node.name)
+        if kept is not None and kept[0] is node:
+            return kept[1]
+        if kept is not None:
+            self._give_back(node.name)
+        conn = node.acquire_connection()
+        self._conns[node.name] = (node, conn)
+        return conn
+
+    @property
+    def node_names(self) -> list[str]:
+        """The masters this route holds a connection to (tests read it)."""
+        return sorted(self._conns)
 
     async def verify(self) -> None:
-        """Nothing to do: a master that lost the slot answers MOVED."""
+        """Nothing to do: a master that lost a slot answers MOVED."""
 
     async def lost(self, conn: AbstractConnection) -> None:
         await conn.disconnect()
-        if conn is self._conn:
-            self._refresh = True  # the node may be gone: look the slot up again
+        for name, (_, kept) in list(self._conns.items()):
+            if kept is conn:
+                self._give_back(name)
+        self._refresh = True  # the node may be gone: look the slots up again
 
     async def moved(self, err: MovedError) -> bool:
-        """The slot lives elsewhere now: refresh the slot map and move the kept connection
-        (to the node MOVED named when the refreshed map knows it, else the map's owner)."""
-        await self._read_slot_map()
-        node = self._client.get_node(host=err.host, port=err.port)
-        if node is None:
-            node = self._client.get_node_from_key(self._key)
-        if node is None:
-            raise RedisConnectionError("Redis Cluster: no node serves the limiter's slot")
-        self._take(node)
+        """A slot lives elsewhere now: read the slot map again before the calls are sent to
+        their owners anew."""
+        self.moves += 1
+        self._refresh = True
+        await self.ready()
         return True
 
     async def asking(self, err: AskError) -> tuple[AbstractConnection, object] | None:
         """A connection to the importing node named by ASK, lent for one exchange."""
         node = self._client.get_node(host=err.host, port=err.port)
         if node is None:
-            await self._read_slot_map()
+            self._refresh = True
+            await self.ready()
             node = self._client.get_node(host=err.host, port=err.port)
             if node is None:
                 raise RedisConnectionError(f"ASK names an unknown node {err.host}:{err.port}")
         return await checked(node.acquire_connection()), node
 
-    async def _read_slot_map(self) -> None:
-        """Ask the cluster for its slot map again; no node answering is a connection error
-        (what the pipeline and the breaker treat as Redis being unavailable)."""
-        try:
-            await self._client.nodes_manager.initialize()
-        except RedisClusterException as failed:
-            raise RedisConnectionError(f"Redis Cluster: {failed}") from failed
-
     def lend_back(self, lent: object, conn: AbstractConnection) -> None:
         assert isinstance(lent, ClusterNode) and isinstance(conn, Connection)
         lent.release(conn)
 
-    def _take(self, node: ClusterNode) -> None:
-        if self._node is node and self._conn is not None:
-            return
-        self._give_back()
-        if self._node is not None:
-            self.moves += 1
-        self._node = node
-        self._conn = node.acquire_connection()
-
-    def _give_back(self) -> None:
-        if self._node is not None and isinstance(self._conn, Connection):
-            self._node.release(self._conn)
-        self._conn = None
+    def _give_back(self, name: str) -> None:
+        node, conn = self._conns.pop(name)
+        if isinstance(conn, Connection):
+            node.release(conn)
 
     async def close(self) -> None:
-        self._give_back()
+        for name in list(self._conns):
+            self._give_back(name)
 
 
 Route = StandaloneRoute | ClusterRoute
 
 
-def route_for(client: aioredis.Redis | RedisCluster, key: str) -> Route:
+def route_for(client: aioredis.Redis | RedisCluster) -> Route:
     if isinstance(client, RedisCluster):
-        return ClusterRoute(client, key)
+        return ClusterRoute(client)
     return StandaloneRoute(client)

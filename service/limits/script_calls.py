@@ -1,7 +1,11 @@
 """The admission's script calls, packed once: the EVALSHA bytes of admit.lua and release.lua
 for an (account, approval), with only the request id left to fill in.
 
-Every request of an approval names the same five keys and, for the admission, the same caps:
+Every key of an admission is its account's (one hash tag per account, so a Redis Cluster
+spreads accounts over its masters; docs/decisions/limits.md, "One slot per account"), and
+the slot those keys hash to is known here, for the pipeline to send the call to its owner.
+
+Every request of an approval names the same four keys and, for the admission, the same caps:
 only its request id differs. So the bytes before and after the request id are made once per
 (account, approval) and remembered (up to 4,096 pairs, then made anew), and a call costs
 two concatenations instead of packing thirteen arguments. The replies are integers
@@ -13,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from service.limits.budget import ACCOUNT, ACCOUNT_DAILY, APPROVAL, GLOBAL, Budget, Decision
+from redis.crc import key_slot
+
+from service.limits.budget import ACCOUNT, ACCOUNT_DAILY, APPROVAL, Budget, Decision
 from service.limits.pipeline import Script, evalsha
 from service.settings.limits import Limits
 
@@ -21,7 +27,7 @@ from service.settings.limits import Limits
 _KNOWN = 4096
 
 # admit.lua's limit codes.
-_LIMITS = {1: GLOBAL, 2: ACCOUNT, 3: APPROVAL, 4: ACCOUNT_DAILY}
+_LIMITS = {2: ACCOUNT, 3: APPROVAL, 4: ACCOUNT_DAILY}
 
 ADMITTED, REFUSED, CANCELLED = 1, 0, -1
 
@@ -38,23 +44,23 @@ def _head(script: Script, keys: Sequence[str], args: int) -> bytes:
 
 
 class _Packed:
-    __slots__ = ("admit", "keys", "release")
+    __slots__ = ("admit", "keys", "release", "slot")
 
     def __init__(self, keys: list[str], admit: bytes, release: bytes) -> None:
         self.keys = keys
         self.admit = admit
         self.release = release
+        self.slot: int = key_slot(keys[0].encode())  # the Cluster slot of every key here
 
 
 class ScriptCalls:
     def __init__(self, base: str, limits: Limits, lease_ms: int) -> None:
-        self._base = base  # "<prefix>{limits}:"
+        self._base = base  # "<prefix>limits:"
         self.limits = limits
         self.lease_ms = lease_ms
         self.admit_script = Script("admit.lua")
         self.release_script = Script("release.lua")
         self._admit_args = (
-            limits.global_concurrency,
             limits.account_concurrency,
             limits.approval_per_minute,
             lease_ms,
@@ -64,10 +70,14 @@ class ScriptCalls:
         self._known: dict[tuple[UUID, UUID], _Packed] = {}
 
     def keys(self, account_id: UUID, approval_id: UUID) -> list[str]:
-        """The five keys of an admission, all in one hash slot: the global and the
-        account's leases, the approval's bucket, the account's daily budget, the
-        cancelled ids. A plain release names the first two."""
+        """The four keys of an admission, all in the account's hash slot: the account's
+        leases, the approval's bucket, the account's daily budget, the account's cancelled
+        ids. A plain release names the first."""
         return self._packed(account_id, approval_id).keys
+
+    def slot(self, account_id: UUID, approval_id: UUID) -> int:
+        """The Cluster hash slot of the admission's keys (where the pipeline sends it)."""
+        return self._packed(account_id, approval_id).slot
 
     def admit(self, request_id: str, account_id: UUID, approval_id: UUID) -> bytes:
         rid = request_id.encode()
@@ -93,24 +103,20 @@ class ScriptCalls:
         )
         if status == ADMITTED:
             return Decision(True, budget)
-        return Decision(False, budget, _LIMITS.get(limit, GLOBAL), retry_ms)
+        return Decision(False, budget, _LIMITS.get(limit, ACCOUNT), retry_ms)
 
     def _packed(self, account_id: UUID, approval_id: UUID) -> _Packed:
         known = self._known.get((account_id, approval_id))
         if known is not None:
             return known
-        b = self._base
-        keys = [
-            f"{b}global",
-            f"{b}account:{account_id}",
-            f"{b}approval:{approval_id}",
-            f"{b}daily:{account_id}",
-            f"{b}cancelled",
-        ]
+        # "<prefix>limits:{<account>}:…": the account id is the hash tag (unless the prefix
+        # carries a tag of its own, which then comes first and pins every key to its slot).
+        b = f"{self._base}{{{account_id}}}:"
+        keys = [f"{b}account", f"{b}approval:{approval_id}", f"{b}daily", f"{b}cancelled"]
         packed = _Packed(
             keys,
             _head(self.admit_script, keys, 1 + len(self._admit_args)),
-            _head(self.release_script, keys[:2], 1),
+            _head(self.release_script, keys[:1], 1),
         )
         if len(self._known) >= _KNOWN:
             self._known.clear()

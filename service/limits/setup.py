@@ -4,11 +4,13 @@ the registrations per client address.
 `setup_limits(app)` registers three cleanup contexts, in dependency order: `redis_ctx`, the
 Redis client of ELOVA_REDIS_MODE (redis_client.py) in `app[REDIS]` (None without Redis
 settings), the admission (`app[ADMISSION]`) with its background health check (watch.py),
-and the registration limit (`app[REGISTRATION_LIMIT]`, registrations.py) on that client.
+its fleet lease when ELOVA_LIMIT_FLEET_CONCURRENCY is set (fleet.py), and the registration
+limit (`app[REGISTRATION_LIMIT]`, registrations.py) on that client.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -76,10 +78,14 @@ async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     app[ADMISSION] = admission
     await admission.warm_up()
+    fleet = None if admission.fleet is None else asyncio.create_task(admission.fleet.run())
     try:
         async with watching(admission):  # the limiter's health, checked on its own schedule
             yield
     finally:
+        if fleet is not None:
+            fleet.cancel()
+            await asyncio.gather(fleet, return_exceptions=True)
         await admission.close()
 
 

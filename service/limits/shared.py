@@ -43,7 +43,7 @@ _COMPENSATION_DELAYS = (0.0, 0.25, 1.0, 3.0)
 UNANSWERED = object()
 
 # The health check's script call: a release of an id no request has, on keys no caller
-# has (the global lease set is the limiter's own: ZREM of an absent member changes nothing).
+# has (an account no one has: ZREM of an absent member changes nothing).
 _PROBE_ID = "elova-health-probe"
 _PROBE_OWNER = UUID(int=0)
 
@@ -72,7 +72,6 @@ class SharedLimiter:
         breaker: CircuitBreaker,
         local: LocalLimiter,
         timeout_seconds: float,
-        slot_key: str,
     ) -> None:
         self._calls = calls
         self._metrics = metrics
@@ -82,7 +81,7 @@ class SharedLimiter:
         # Admissions and releases of concurrent requests share writes (see pipeline.py);
         # each call is bounded as a whole (the batch ahead of it, connect, a reload after
         # NOSCRIPT, redirects) at 3x the client's timeout, so no path can stall a request.
-        self.pipeline = ScriptPipeline(redis, slot_key=slot_key, bound=timeout_seconds * 3)
+        self.pipeline = ScriptPipeline(redis, bound=timeout_seconds * 3)
         self._background: set[asyncio.Task[None]] = set()
         self.degraded = False
 
@@ -96,7 +95,8 @@ class SharedLimiter:
         packed = calls.admit(request_id, caller.account_id, caller.approval_id)
         span = tracing.redis_span("EVALSHA", "admit")  # a span only when traced
         span.__enter__()
-        reply = self.pipeline.submit(calls.admit_script, packed)
+        slot = calls.slot(caller.account_id, caller.approval_id)
+        reply = self.pipeline.submit(calls.admit_script, packed, slot)
         return Admitting(request_id, caller, reply, started, span)
 
     async def decision(self, admitting: Admitting) -> Decision | object | None:
@@ -175,7 +175,8 @@ class SharedLimiter:
             self._spawn(self._release(request_id, account_id, approval_id))
             return None
         packed = self._calls.release(request_id, account_id, approval_id)
-        reply = self.pipeline.submit(self._calls.release_script, packed)
+        slot = self._calls.slot(account_id, approval_id)
+        reply = self.pipeline.submit(self._calls.release_script, packed, slot)
         reply.add_done_callback(functools.partial(self._released, time.perf_counter()))
         return reply
 
@@ -198,7 +199,9 @@ class SharedLimiter:
         started = time.perf_counter()
         try:
             await self.pipeline.submit(
-                calls.release_script, pack(request_id, account_id, approval_id)
+                calls.release_script,
+                pack(request_id, account_id, approval_id),
+                calls.slot(account_id, approval_id),
             )
         except _FAILURES as err:
             self._metrics.redis_call("release", time.perf_counter() - started, True)
@@ -242,13 +245,14 @@ class SharedLimiter:
 
     async def check(self, operation: str = "probe") -> bool:
         """Prove that the shared limiter works: a real script call (a release of an id no
-        request has) on the limiter's slot, through the admissions' own pipeline, so a
+        request has) on an account slot no one has, through the admissions' own pipeline, so a
         server that answers but redirects or refuses the script fails too. Success closes
         the breaker (shared limits again); a failure counts as a failed admission does."""
         started = time.perf_counter()
         try:
             packed = self._calls.release(_PROBE_ID, _PROBE_OWNER, _PROBE_OWNER)
-            await self.pipeline.submit(self._calls.release_script, packed)
+            slot = self._calls.slot(_PROBE_OWNER, _PROBE_OWNER)
+            await self.pipeline.submit(self._calls.release_script, packed, slot)
         except asyncio.CancelledError:
             self.breaker.abandon()
             raise
@@ -285,9 +289,8 @@ class SharedLimiter:
             self.degraded = True
             log.warning(
                 "shared limits unavailable (Redis: %s); per-process limits apply: "
-                "global %d, account %d, approval %d a minute",
+                "account %d, approval %d a minute",
                 type(err).__name__,
-                self._local.global_cap,
                 self._local.account_cap,
                 self._local.per_minute,
             )

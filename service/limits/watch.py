@@ -1,5 +1,5 @@
 """The limiter's own health schedule: a background task of the app that checks the shared
-limiter (`Admission.check`: a real script call on the limiter's slot) without waiting for a
+limiter (`Admission.check`: a real script call on a Redis server) without waiting for a
 request, so an idle replica's degraded metric, logs and /readyz tell the truth within
 seconds of Redis going away or coming back.
 

@@ -19,7 +19,13 @@ from service.settings.reading import (
 
 @dataclass(frozen=True)
 class Limits:
-    """Request and rate limits (docs/limits.md); defaults are the specification's."""
+    """Request and rate limits (docs/limits.md); defaults are the specification's.
+
+    `global_concurrency` is per replica (no Redis call): a fleet of N replicas admits N times
+    it. `fleet_concurrency` (None: off) bounds the whole fleet through leased blocks
+    (service/limits/fleet.py). A request over a concurrency cap waits up to
+    `slot_wait_seconds` (0: never) for a slot, in arrival order, while at most
+    `waiters` requests of this replica and `waiters_per_account` of one account wait."""
 
     global_concurrency: int = 4
     account_concurrency: int = 2
@@ -40,6 +46,10 @@ class Limits:
     # replaces the answer; the concurrency caps then bound answers, not statements
     # (docs/decisions/limits.md, Overlapped admission). False: admitted before any work.
     admission_overlap: bool = False
+    fleet_concurrency: int | None = None
+    slot_wait_seconds: float = 2.0
+    waiters: int = 256
+    waiters_per_account: int = 8
 
 
 ADAPTIVE = "adaptive"
@@ -93,6 +103,10 @@ def read_limits(env: Mapping[str, str]) -> Limits:
             env, "ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS", positive_float, 1.0
         ),
         admission_overlap=parse(env, "ELOVA_ADMISSION_OVERLAP", flag, False),
+        fleet_concurrency=parse(env, "ELOVA_LIMIT_FLEET_CONCURRENCY", positive_int, None),
+        slot_wait_seconds=parse(env, "ELOVA_LIMIT_SLOT_WAIT_MS", _wait_millis, 2000) / 1000,
+        waiters=parse(env, "ELOVA_LIMIT_WAITERS", non_negative_int, 256),
+        waiters_per_account=parse(env, "ELOVA_LIMIT_WAITERS_PER_ACCOUNT", non_negative_int, 8),
     )
 
 
@@ -134,6 +148,13 @@ def _admission(raw: str) -> str:
     if raw not in (ADAPTIVE, FIXED):
         raise ValueError(f"expected {ADAPTIVE} or {FIXED}, got {raw!r}")
     return raw
+
+
+def _wait_millis(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 30_000:
+        raise ValueError(f"expected milliseconds from 0 (no wait) to 30000, got {raw!r}")
+    return value
 
 
 def _lag_millis(raw: str) -> int:

@@ -78,8 +78,9 @@ def _sentinels(raw: str) -> tuple[tuple[str, int], ...]:
 def key_prefix(raw: str) -> str:
     # Redis hashes the first non-empty {…} of a key. An empty {} in the prefix would make
     # every limiter key hash as a whole: the keys of one admission would land in different
-    # cluster slots (CROSSSLOT) and the script could not run. A non-empty {tag} is allowed:
-    # it replaces the {limits} tag, and every limiter key still shares one slot.
+    # cluster slots (CROSSSLOT) and the script could not run. A non-empty {tag} is allowed,
+    # but it comes before each account's own tag: every limiter key then shares the
+    # prefix's one slot, and one master serves every admission (docs/operations.md).
     if "{}" in raw:
         raise ValueError("an empty {} would split the limiter's keys across cluster slots")
     return raw

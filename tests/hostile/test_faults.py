@@ -29,6 +29,7 @@ from service.store.migrate import migrate
 from tests.hostile.processes import OwnPostgres, OwnRedis, Replicas, wait_live
 from tests.hostile.wire import Mcp, Reply, check_answer
 from tests.hostile.world import Granted, World, build_world
+from tests.support.leases import held_leases
 from tests.support.server import free_port
 from tests.support.services import REDIS_URL, TestDatabase
 
@@ -285,9 +286,7 @@ async def test_redis_killed_degrades_limits_without_errors(
 
 
 async def _held_slots(redis: aioredis.Redis, prefix: str) -> int:
-    now_ms = int(time.time() * 1000)
-    held: int = await redis.zcount(f"{prefix}{{limits}}:global", now_ms, "+inf")
-    return held
+    return await held_leases(redis, prefix)
 
 
 @dataclass

@@ -27,8 +27,11 @@ async def test_closed_port_answers_at_once_with_the_per_process_share(
     make_admission: MakeAdmission, metrics: RecordingMetrics, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, LOGGER)
-    # Two replicas expected: each keeps half of every cap while Redis is away.
-    admission = make_admission(f"redis://127.0.0.1:{free_port()}/0", expected_replicas=2)
+    # Two replicas expected: each keeps half of every shared budget while Redis is away (the
+    # global cap is each replica's own in every mode). Refusals come at once: no slot wait.
+    admission = make_admission(
+        f"redis://127.0.0.1:{free_port()}/0", expected_replicas=2, slot_wait_seconds=0
+    )
     # Until the breaker opens, a failure may be a blip: refuse rather than stack a local
     # admission on the shared caps. Each answer comes at once.
     for i in range(2):
@@ -43,18 +46,19 @@ async def test_closed_port_answers_at_once_with_the_per_process_share(
         assert refused.value.headers["RateLimit-Policy"] == '"approval";q=60;w=60'
         assert not admission.degraded
     grants: list[Grant] = []
-    for i in range(2):
+    for i in range(4):
         started = time.monotonic()
         grants.append(await admission.acquire(f"down-{i}", make_caller()))
         assert time.monotonic() - started < 0.3
     started = time.monotonic()
     with pytest.raises(LimitExceeded) as refused:
-        await admission.acquire("down-2", make_caller())
+        await admission.acquire("down-4", make_caller())
     assert time.monotonic() - started < 0.3
-    assert refused.value.limit == "global"  # 4 / 2 replicas = 2 here
+    assert refused.value.limit == "global"  # this replica's own 4, not shared out
     assert not any(g.shared for g in grants)
     # Per account: 2 / 2 = 1; per approval: 60 / 2 = 30 a minute.
-    await admission.release(grants[0])
+    for grant in grants:
+        await admission.release(grant)
     caller = make_caller()
     grant = await admission.acquire("acct-0", caller)
     assert grant.headers()["RateLimit-Policy"] == '"approval";q=30;w=60'
@@ -182,11 +186,11 @@ async def test_timed_out_admission_is_compensated(
 
     # Whatever order Redis ran them in, the late admission holds no slot and no token.
     async def settled() -> bool:
-        cancelled = await direct.zscore(keys[4], "timed-out")
+        cancelled = await direct.zscore(keys[3], "timed-out")
         return cancelled is not None and await direct.zcard(keys[0]) == 0
 
     await wait_for(settled, timeout=3.0)
-    tokens = float(await direct.hget(keys[2], "tokens") or 0)
+    tokens = float(await direct.hget(keys[1], "tokens") or 0)
     assert 4 <= tokens < 4.1
     # A later admission with the same id (the late one) takes nothing either.
     assert await direct.zscore(keys[0], "timed-out") is None
@@ -212,9 +216,9 @@ async def test_client_gone_mid_admission_is_compensated(
     await sleeper
 
     async def settled() -> bool:
-        cancelled = await direct.zscore(keys[4], "gone")
+        cancelled = await direct.zscore(keys[3], "gone")
         return cancelled is not None and await direct.zcard(keys[0]) == 0
 
     await wait_for(settled, timeout=3.0)
-    assert 4 <= float(await direct.hget(keys[2], "tokens") or 0) < 4.1
+    assert 4 <= float(await direct.hget(keys[1], "tokens") or 0) < 4.1
     await direct.aclose()

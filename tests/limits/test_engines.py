@@ -10,8 +10,10 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from uuid import UUID, uuid4
 
 import pytest
+from redis.crc import key_slot
 
 from service.limits.admission import Admission
 from service.limits.route import ClusterRoute, StandaloneRoute
@@ -26,6 +28,8 @@ from tests.limits.conftest import (
 )
 from tests.limits.traffic import (
     Tally,
+    account_key,
+    account_owned_by,
     admission,
     assert_shared_and_clean,
     degraded_metric,
@@ -42,10 +46,10 @@ pytestmark = pytest.mark.alone
 
 
 async def cluster_replicas(
-    start_replica: StartReplica, cluster: RedisClusterSet, prefix: str
+    start_replica: StartReplica, cluster: RedisClusterSet, prefix: str, account: UUID
 ) -> tuple[AppClient, AppClient, int]:
-    """Two replicas, each pointed at a master that does NOT own the limiter's slot."""
-    owner = cluster.owner_of(f"{prefix}{{limits}}:global")
+    """Two replicas, each pointed at a master that does NOT own the account's slot."""
+    owner = cluster.owner_of(account_key(prefix, account))
     others = [i for i in range(3) if i != owner]
     replicas = [
         await start_replica(
@@ -60,9 +64,10 @@ async def test_cluster_from_non_owner_nodes_keeps_limits_shared(
     start_replica: StartReplica, redis_cluster: RedisClusterSet
 ) -> None:
     prefix = new_redis_prefix()
-    one, two, _ = await cluster_replicas(start_replica, redis_cluster, prefix)
+    account = uuid4()
+    one, two, _ = await cluster_replicas(start_replica, redis_cluster, prefix, account)
     assert await readyz_redis(one) == "ok" and await readyz_redis(two) == "ok"
-    tally = await run_traffic([admission(one), admission(two)], seconds=1.5)
+    tally = await run_traffic([admission(one), admission(two)], seconds=1.5, account=account)
     assert_shared_and_clean(tally)
     assert degraded_metric(one) == 0 and degraded_metric(two) == 0
 
@@ -71,22 +76,25 @@ async def test_cluster_slot_migrated_during_traffic_keeps_limits_shared(
     start_replica: StartReplica, redis_cluster: RedisClusterSet
 ) -> None:
     prefix = new_redis_prefix()
-    key = f"{prefix}{{limits}}:global"
-    one, two, owner = await cluster_replicas(start_replica, redis_cluster, prefix)
+    account = uuid4()
+    key = account_key(prefix, account)
+    one, two, owner = await cluster_replicas(start_replica, redis_cluster, prefix, account)
     target = (owner + 1) % 3
     limiters = [admission(one), admission(two)]
-    traffic = asyncio.ensure_future(run_traffic(limiters, seconds=2.5))
+    traffic = asyncio.ensure_future(run_traffic(limiters, seconds=2.5, account=account))
     await asyncio.sleep(0.8)
     moved_keys = await asyncio.to_thread(redis_cluster.migrate_slot, key, target)
     tally = await traffic
     assert redis_cluster.owner_of(key) == target
-    assert moved_keys >= 1  # the global lease set at least (the limits moved with the slot)
+    assert moved_keys >= 1  # the account's lease set at least (its limits moved with the slot)
     assert_shared_and_clean(tally)
     for limiter in limiters:
         assert limiter.pipeline is not None
         route = limiter.pipeline.route
         assert isinstance(route, ClusterRoute)
-        assert route.node_name == f"127.0.0.1:{redis_cluster.nodes[target].port}"
+        assert route.owner(key_slot(key.encode())) == (
+            f"127.0.0.1:{redis_cluster.nodes[target].port}"
+        )
         assert limiter.pipeline.followed["MovedError"] >= 1  # and ASK / TRYAGAIN meanwhile
     assert await readyz_redis(one) == "ok" and degraded_metric(one) == 0
 
@@ -105,17 +113,19 @@ def redis_cluster_with_replica(tmp_path: Path) -> Iterator[RedisClusterSet]:
 async def test_cluster_failover_of_the_limiters_master_is_followed(
     start_replica: StartReplica, redis_cluster_with_replica: RedisClusterSet
 ) -> None:
-    """The master owning the limiter's slot dies mid-traffic; the cluster promotes its
+    """The master owning an account's slot dies mid-traffic; the cluster promotes its
     replica (cluster-node-timeout 2 s) and both replicas of ours follow: per-process limits
     meanwhile, shared limits again on the promoted node."""
     cluster = redis_cluster_with_replica
     prefix = new_redis_prefix()
-    key = f"{prefix}{{limits}}:global"
-    assert cluster.owner_of(key) == 0
-    one, two, _ = await cluster_replicas(start_replica, cluster, prefix)
+    account = account_owned_by(cluster, prefix, 0)  # the master with a replica
+    key = account_key(prefix, account)
+    one, two, _ = await cluster_replicas(start_replica, cluster, prefix, account)
     limiters = [admission(one), admission(two)]
     tally = Tally()
-    traffic = asyncio.ensure_future(run_traffic(limiters, seconds=15.0, tally=tally))
+    traffic = asyncio.ensure_future(
+        run_traffic(limiters, seconds=15.0, tally=tally, account=account)
+    )
     await asyncio.sleep(0.5)
     cluster.nodes[0].kill()
     killed = time.monotonic()
@@ -128,7 +138,7 @@ async def test_cluster_failover_of_the_limiters_master_is_followed(
     traffic.cancel()
     await asyncio.gather(traffic, return_exceptions=True)
     assert cluster.owner_of(key) == 3  # the promoted replica
-    assert_shared_and_clean(await run_traffic(limiters, seconds=0.8))
+    assert_shared_and_clean(await run_traffic(limiters, seconds=0.8, account=account))
     assert tally.errors == [] and tally.max_in_flight <= ENGINE_CAP
     assert await readyz_redis(one) == "ok" and await readyz_redis(two) == "ok"
     print(f"cluster failover followed: first shared admission {followed:.2f} s after the kill")
@@ -137,9 +147,10 @@ async def test_cluster_failover_of_the_limiters_master_is_followed(
 async def test_standalone_mode_on_a_cluster_node_is_reported_degraded(
     start_replica: StartReplica, redis_cluster: RedisClusterSet
 ) -> None:
-    """A node that answers but redirects the script (MOVED) is not a working limiter."""
+    """A node that answers but redirects the script (MOVED) is not a working limiter: the
+    health check's call (on an account no one has) is sent to a node without its slot."""
     prefix = new_redis_prefix()
-    owner = redis_cluster.owner_of(f"{prefix}{{limits}}:global")
+    owner = redis_cluster.owner_of(account_key(prefix, UUID(int=0)))
     replica = await start_replica(
         REDIS_URL=redis_cluster.url((owner + 1) % 3), REDIS_KEY_PREFIX=prefix
     )
@@ -148,7 +159,45 @@ async def test_standalone_mode_on_a_cluster_node_is_reported_degraded(
     assert admission(replica).degraded
 
 
-async def test_a_hash_tag_in_the_prefix_replaces_limits_and_keeps_one_slot(
+async def test_many_accounts_spread_their_admissions_over_the_masters(
+    start_replica: StartReplica, redis_cluster: RedisClusterSet
+) -> None:
+    """Each admission's keys live on its account's slot: calls from many accounts over two
+    replicas reach all three masters, the busiest serving at most half of the script calls,
+    and no account's cap is exceeded."""
+
+    def script_calls() -> list[int]:
+        counts = []
+        for node in redis_cluster.nodes[:3]:
+            with node.client() as c:
+                stats = c.info("commandstats")
+                counts.append(int(stats.get("cmdstat_evalsha", {}).get("calls", 0)))
+        return counts
+
+    prefix = new_redis_prefix()
+    replicas = [
+        await start_replica(
+            REDIS_MODE="cluster", REDIS_URL=redis_cluster.url(n), REDIS_KEY_PREFIX=prefix
+        )
+        for n in range(2)
+    ]
+    limiters = [admission(r) for r in replicas]
+    before = script_calls()
+    tallies = await asyncio.gather(
+        *(run_traffic(limiters, seconds=1.5, workers=6, account=uuid4()) for _ in range(20))
+    )
+    served = [after - was for after, was in zip(script_calls(), before, strict=True)]
+    for tally in tallies:
+        assert tally.errors == [] and tally.unanswered == 0 and tally.local == 0
+        assert tally.max_in_flight <= ENGINE_CAP
+    total = sum(served)
+    assert total >= 2 * sum(t.shared for t in tallies)  # an admission and a release each
+    assert max(served) <= total / 2, served
+    assert min(served) > 0, served
+    print(f"script calls by master: {served}")
+
+
+async def test_a_hash_tag_in_the_prefix_pins_every_key_to_its_slot(
     start_replica: StartReplica, redis_cluster: RedisClusterSet
 ) -> None:
     tag = new_redis_prefix().rstrip(":")

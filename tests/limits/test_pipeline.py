@@ -25,9 +25,9 @@ async def redis() -> AsyncIterator[aioredis.Redis]:
 
 
 def _keys(prefix: str, n: int) -> list[str]:
-    base = f"{prefix}{{limits}}:"
-    return [f"{base}global", f"{base}account:{n}", f"{base}approval:{n}", f"{base}daily:{n}",
-            f"{base}cancelled"]  # fmt: skip
+    """admit.lua's keys for account `n`: all in its hash slot (script_calls.py)."""
+    base = f"{prefix}limits:{{{n}}}:"
+    return [f"{base}account", f"{base}approval:{n}", f"{base}daily", f"{base}cancelled"]
 
 
 async def test_concurrent_calls_share_batches_and_get_their_own_replies(
@@ -37,7 +37,7 @@ async def test_concurrent_calls_share_batches_and_get_their_own_replies(
     pipe = ScriptPipeline(redis)
     big = 1_000_000
     calls = [
-        pipe.call(admit, _keys(key_prefix, n % 4), [f"r{n}", big, big, big, 60_000, 0])
+        pipe.call(admit, _keys(key_prefix, n % 4), [f"r{n}", big, big, 60_000, 0])
         for n in range(60)
     ]
     replies = await asyncio.gather(*calls)
@@ -61,10 +61,10 @@ async def test_calls_reach_redis_in_the_order_they_were_made(
     pipe = ScriptPipeline(redis)
     keys, big = _keys(key_prefix, 9), 1_000_000
     for _ in range(20):
-        await pipe.call(admit, keys, ["same", big, big, big, 60_000, 0])
+        await pipe.call(admit, keys, ["same", big, big, 60_000, 0])
         # Both queued in the same loop iteration, the release first.
         released = asyncio.ensure_future(pipe.call(release, keys, ["same", 0, 60_000, big, 0]))
-        admitted = asyncio.ensure_future(pipe.call(admit, keys, ["same", big, big, big, 60_000, 0]))
+        admitted = asyncio.ensure_future(pipe.call(admit, keys, ["same", big, big, 60_000, 0]))
         assert (await released, (await admitted)[0]) == (1, 1)
         assert await redis.zscore(keys[0], "same") is not None
         await pipe.call(release, keys, ["same", 0, 60_000, big, 0])
@@ -76,7 +76,7 @@ async def test_a_batch_that_cannot_be_sent_fails_every_call_in_it(key_prefix: st
     admit = Script("admit.lua")
     admit.sha = "0" * 40  # skip the load: the write itself must fail
     results = await asyncio.gather(
-        *(pipe.call(admit, _keys(key_prefix, n), [f"r{n}", 1, 1, 1, 1000, 0]) for n in range(5)),
+        *(pipe.call(admit, _keys(key_prefix, n), [f"r{n}", 1, 1, 1000, 0]) for n in range(5)),
         return_exceptions=True,
     )
     assert all(isinstance(r, (RedisConnectionError, OSError)) for r in results), results
@@ -90,9 +90,9 @@ async def test_a_flushed_script_is_reloaded_and_the_call_retried(
     pipe = ScriptPipeline(client)
     admit = Script("admit.lua")
     keys = _keys("flush:", 1)
-    assert (await pipe.call(admit, keys, ["r1", 10, 10, 10, 1000, 0]))[0] == 1
+    assert (await pipe.call(admit, keys, ["r1", 10, 10, 1000, 0]))[0] == 1
     await client.script_flush()
-    assert (await pipe.call(admit, keys, ["r2", 10, 10, 10, 1000, 0]))[0] == 1
+    assert (await pipe.call(admit, keys, ["r2", 10, 10, 1000, 0]))[0] == 1
     await client.aclose()
 
 
@@ -105,12 +105,12 @@ async def test_the_kept_connection_is_replaced_after_a_redis_restart(
     pipe = ScriptPipeline(client)
     admit = Script("admit.lua")
     keys = _keys("restart:", 1)
-    assert (await pipe.call(admit, keys, ["r1", 10, 10, 10, 1000, 0]))[0] == 1
+    assert (await pipe.call(admit, keys, ["r1", 10, 10, 1000, 0]))[0] == 1
     redis_server.stop()
     redis_server.start()
     await asyncio.sleep(0.05)  # the loop sees the old connection's end of file
     admit.sha = None  # the restarted Redis has no scripts: loaded again on the way
-    assert (await pipe.call(admit, keys, ["r2", 10, 10, 10, 1000, 0]))[0] == 1
+    assert (await pipe.call(admit, keys, ["r2", 10, 10, 1000, 0]))[0] == 1
     assert pipe.batches == 2
     await pipe.close()
     await client.aclose()
@@ -120,7 +120,7 @@ async def test_batches_share_one_connection(redis: aioredis.Redis, key_prefix: s
     pipe = ScriptPipeline(redis)
     admit = Script("admit.lua")
     for n in range(5):
-        await pipe.call(admit, _keys(key_prefix, n), [f"one-{n}", 10, 10, 10, 1000, 0])
+        await pipe.call(admit, _keys(key_prefix, n), [f"one-{n}", 10, 10, 1000, 0])
     assert pipe.batches == 5
     assert len(redis.connection_pool._in_use_connections) == 1  # taken once, kept
     await pipe.close()
@@ -135,11 +135,11 @@ async def test_a_release_whose_waiter_is_cancelled_still_reaches_redis(
     admit, release = Script("admit.lua"), Script("release.lua")
     pipe = ScriptPipeline(redis)
     keys, big = _keys(key_prefix, 7), 1_000_000
-    await pipe.call(admit, keys, ["gone", big, big, big, 60_000, 0])
-    waiter = asyncio.ensure_future(pipe.call(release, keys[:2], ["gone"]))
+    await pipe.call(admit, keys, ["gone", big, big, 60_000, 0])
+    waiter = asyncio.ensure_future(pipe.call(release, keys[:1], ["gone"]))
     await asyncio.sleep(0)  # queued, not yet answered
     waiter.cancel()
-    assert (await pipe.call(admit, keys, ["next", big, big, big, 60_000, 0]))[0] == 1
+    assert (await pipe.call(admit, keys, ["next", big, big, 60_000, 0]))[0] == 1
     assert await redis.zscore(keys[0], "gone") is None
     await pipe.close()
 
@@ -161,9 +161,9 @@ async def test_calls_settle_within_their_bound_when_redis_does_not_answer(
     pipe = ScriptPipeline(client, bound=0.3)
     admit = Script("admit.lua")
     started = asyncio.get_running_loop().time()
-    first = asyncio.ensure_future(pipe.call(admit, _keys(key_prefix, 1), ["a", 1, 1, 1, 1, 0]))
+    first = asyncio.ensure_future(pipe.call(admit, _keys(key_prefix, 1), ["a", 1, 1, 1, 0]))
     await asyncio.sleep(0.1)  # the first batch is on the wire; the rest queue behind it
-    later = [pipe.call(admit, _keys(key_prefix, n), [f"b{n}", 1, 1, 1, 1, 0]) for n in range(3)]
+    later = [pipe.call(admit, _keys(key_prefix, n), [f"b{n}", 1, 1, 1, 0]) for n in range(3)]
     results = await asyncio.gather(first, *later, return_exceptions=True)
     elapsed = asyncio.get_running_loop().time() - started
     assert all(isinstance(r, TimeoutError) for r in results), results

@@ -36,7 +36,7 @@ async def _redis_time(client: aioredis.Redis) -> tuple[int, int]:
 async def test_global_cap_holds_under_fifty_concurrent_acquires(
     make_admission: MakeAdmission, metrics: RecordingMetrics
 ) -> None:
-    admission = make_admission()
+    admission = make_admission(slot_wait_seconds=0)  # refused at once: no wait for a slot
     callers = [make_caller() for _ in range(50)]  # 50 accounts: only the global cap binds
     results = await asyncio.gather(*(_try(admission, i, callers) for i in range(50)))
     grants = [r for r in results if isinstance(r, Grant)]
@@ -53,7 +53,7 @@ async def test_global_cap_holds_under_fifty_concurrent_acquires(
 
 
 async def test_account_cap_holds_and_accounts_are_isolated(make_admission: MakeAdmission) -> None:
-    admission = make_admission()
+    admission = make_admission(slot_wait_seconds=0, global_concurrency=100)
     busy = make_caller()
     # Same account, 50 approvals: the account cap of 2 binds, not the approvals' budgets.
     callers = [make_caller(account_id=busy.account_id) for _ in range(50)]
@@ -68,15 +68,35 @@ async def test_account_cap_holds_and_accounts_are_isolated(make_admission: MakeA
         await admission.release(grant)
 
 
-async def test_two_replicas_share_the_caps(make_admission: MakeAdmission) -> None:
-    replicas = [make_admission(), make_admission(), make_admission()]
+async def test_each_replica_admits_its_global_cap_and_shares_the_account_cap(
+    make_admission: MakeAdmission,
+) -> None:
+    """`global` is per replica: three replicas admit 4 each. The account cap holds across
+    them: one account's calls spread over the three are admitted 2 at a time."""
+    replicas = [make_admission(slot_wait_seconds=0) for _ in range(3)]
     callers = [make_caller() for _ in range(60)]
 
     async def one(i: int) -> Grant | LimitExceeded:
         return await _try(replicas[i % 3], i, callers)
 
     results = await asyncio.gather(*(one(i) for i in range(60)))
-    assert sum(isinstance(r, Grant) for r in results) == 4
+    grants = [r for r in results if isinstance(r, Grant)]
+    assert len(grants) == 12
+    assert {r.limit for r in results if isinstance(r, LimitExceeded)} == {"global"}
+    for index, result in enumerate(results):
+        if isinstance(result, Grant):
+            await replicas[index % 3].release(result)
+
+    # (Replicas with room to spare: only the account cap binds.)
+    replicas = [make_admission(slot_wait_seconds=0, global_concurrency=100) for _ in range(3)]
+    busy = make_caller()
+    same = [make_caller(account_id=busy.account_id) for _ in range(30)]
+    results = await asyncio.gather(*(_try(replicas[i % 3], i, same) for i in range(30)))
+    assert sum(isinstance(r, Grant) for r in results) == 2
+    assert {r.limit for r in results if isinstance(r, LimitExceeded)} == {"account"}
+    for index, result in enumerate(results):
+        if isinstance(result, Grant):
+            await replicas[index % 3].release(result)
 
 
 async def test_rate_budget_refusal_and_exact_retry_after(make_admission: MakeAdmission) -> None:
@@ -142,16 +162,18 @@ async def test_daily_budget_is_shared_by_the_accounts_approvals(
 
 
 async def test_leases_expire_so_a_dead_replica_leaks_nothing(make_admission: MakeAdmission) -> None:
-    # A replica SIGKILLed while holding every slot: its Admission simply disappears.
-    dead = make_admission(request_deadline_seconds=0.3, lease_grace_seconds=0)
-    for i in range(4):
-        await dead.acquire(f"dead-{i}", make_caller())
-    alive = make_admission(request_deadline_seconds=0.3, lease_grace_seconds=0)
+    # A replica SIGKILLed while holding an account's slots: its Admission simply disappears.
+    settings = {"request_deadline_seconds": 0.3, "lease_grace_seconds": 0, "slot_wait_seconds": 0}
+    dead = make_admission(**settings)
+    account = make_caller().account_id
+    for i in range(2):
+        await dead.acquire(f"dead-{i}", make_caller(account_id=account))
+    alive = make_admission(**settings)
     with pytest.raises(LimitExceeded) as refused:
-        await alive.acquire("alive-0", make_caller())
-    assert refused.value.limit == "global"
+        await alive.acquire("alive-0", make_caller(account_id=account))
+    assert refused.value.limit == "account"
     await asyncio.sleep(0.35)
-    grant = await alive.acquire("alive-1", make_caller())
+    grant = await alive.acquire("alive-1", make_caller(account_id=account))
     assert grant.shared
     await alive.release(grant)
 
@@ -159,28 +181,32 @@ async def test_leases_expire_so_a_dead_replica_leaks_nothing(make_admission: Mak
 async def test_release_is_idempotent_and_frees_only_its_own_slot(
     make_admission: MakeAdmission, redis_client: aioredis.Redis
 ) -> None:
-    admission = make_admission()
-    grants = [await admission.acquire(f"idem-{i}", make_caller()) for i in range(4)]
-    global_key = admission.keys(grants[0].account_id, grants[0].approval_id)[0]
-    assert await redis_client.zcard(global_key) == 4
+    admission = make_admission(account_concurrency=4)
+    account = make_caller().account_id
+    grants = [
+        await admission.acquire(f"idem-{i}", make_caller(account_id=account)) for i in range(4)
+    ]
+    leases = admission.keys(grants[0].account_id, grants[0].approval_id)[0]
+    assert await redis_client.zcard(leases) == 4
     await admission.release(grants[0])
     await admission.release(grants[0])
     await asyncio.gather(admission.release(grants[1]), admission.release(grants[1]))
-    assert await redis_client.zcard(global_key) == 2
+    assert await redis_client.zcard(leases) == 2
     # A grant released after its lease expired is harmless too.
     await admission.release(grants[2])
     await admission.release(grants[3])
-    assert await redis_client.zcard(global_key) == 0
+    assert await redis_client.zcard(leases) == 0
 
 
 async def test_clock_skew_of_the_replica_cannot_matter(
     make_admission: MakeAdmission, redis_client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The issue's failure: a replica 40 s fast let 10 requests through a cap of 4.
-    fast = make_admission()
-    slow = make_admission()
+    fast = make_admission(account_concurrency=4, slot_wait_seconds=0)
+    slow = make_admission(account_concurrency=4, slot_wait_seconds=0)
     real_time = time.time
-    callers = [make_caller() for _ in range(10)]
+    account = make_caller().account_id
+    callers = [make_caller(account_id=account) for _ in range(10)]
     results: list[Grant | LimitExceeded] = []
     for i in range(10):
         skew = 40.0 if i % 2 else -40.0

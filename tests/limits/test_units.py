@@ -60,16 +60,16 @@ def test_success_resets_the_failure_count() -> None:
     ("cap", "replicas", "share"), [(4, 1, 4), (4, 3, 1), (2, 3, 1), (60, 2, 30), (1, 5, 1)]
 )
 def test_per_replica_share(cap: int, replicas: int, share: int) -> None:
+    """Degraded mode: each replica takes its share of the shared budgets (the global cap is
+    per replica in every mode, so it is not shared out)."""
     limits = Limits(global_concurrency=cap, account_concurrency=cap, approval_per_minute=cap)
     local = LocalLimiter.share(limits, replicas)
-    assert (local.global_cap, local.account_cap, local.per_minute) == (share, share, share)
+    assert (local.account_cap, local.per_minute) == (share, share)
 
 
 def test_local_bucket_refills_and_leases_expire() -> None:
     clock = Clock()
-    local = LocalLimiter(
-        global_cap=1, account_cap=1, per_minute=2, daily_cap=None, lease_seconds=5, clock=clock
-    )
+    local = LocalLimiter(account_cap=1, per_minute=2, daily_cap=None, lease_seconds=5, clock=clock)
     account, approval = uuid4(), uuid4()
     assert local.acquire("a", account, approval).admitted
     refused = local.acquire("b", account, approval)

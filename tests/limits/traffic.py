@@ -9,12 +9,13 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from service.app_keys import ADMISSION, METRICS
 from service.errors import LimitExceeded
 from service.limits.admission import Admission
 from tests.limits.conftest import ENGINE_CAP, AppClient, make_caller
+from tests.support.engines_redis import RedisClusterSet
 
 
 @dataclass
@@ -41,11 +42,13 @@ async def run_traffic(
     workers: int = 16,
     hold: float = 0.003,
     tally: Tally | None = None,
+    account: UUID | None = None,
 ) -> Tally:
-    """`workers` tasks for `seconds`, each admitting on the replicas in turn, holding the
-    grant `hold` seconds, then releasing it."""
+    """`workers` tasks for `seconds`, each admitting on the replicas in turn for one account
+    (its cap is what they contend for), holding the grant `hold` seconds, then releasing
+    it."""
     tally = tally or Tally()
-    account = uuid4()
+    account = account or uuid4()
     stop = time.monotonic() + seconds
 
     async def worker(n: int) -> None:
@@ -85,6 +88,19 @@ async def run_traffic(
 
     await asyncio.gather(*(worker(n) for n in range(workers)))
     return tally
+
+
+def account_key(prefix: str, account: UUID) -> str:
+    """The account's lease set: its hash slot is where all its admissions go."""
+    return f"{prefix}limits:{{{account}}}:account"
+
+
+def account_owned_by(cluster: RedisClusterSet, prefix: str, master: int) -> UUID:
+    """An account whose admissions the cluster's `master` serves."""
+    while True:
+        account = uuid4()
+        if cluster.owner_of(account_key(prefix, account)) == master:
+            return account
 
 
 def admission(client: AppClient) -> Admission:

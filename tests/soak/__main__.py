@@ -45,6 +45,7 @@ from tests.hostile.wire import Mcp, Reply, modern_body, modern_headers
 from tests.hostile.world import Granted, World, build_world
 from tests.soak.rolling import ROLL_EVERY_SECONDS, Roller
 from tests.support.haproxy import OwnHAProxy
+from tests.support.leases import held_leases
 from tests.support.server import free_port
 from tests.support.services import REDIS_URL, create_database, drop_database
 
@@ -250,8 +251,7 @@ def _proc_figures(pid: int) -> tuple[int, int]:
 
 
 async def _held_slots(redis: aioredis.Redis, prefix: str) -> int:
-    held: int = await redis.zcount(f"{prefix}{{limits}}:global", int(time.time() * 1000), "+inf")
-    return held
+    return await held_leases(redis, prefix)
 
 
 async def _sample(

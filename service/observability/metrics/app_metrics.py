@@ -72,6 +72,7 @@ class Metrics(Families):
         """Expose the configured caps so saturation panels can divide by them."""
         limits = cfg.limits
         self.concurrency_limit.labels("global").set(limits.global_concurrency)
+        self.replica_capacity.set(limits.global_concurrency)
         self.concurrency_limit.labels("account").set(limits.account_concurrency)
         self.rate_limit.labels("approval").set(limits.approval_per_minute / 60)
         if limits.account_per_day is not None:
@@ -140,6 +141,15 @@ class Metrics(Families):
     def limit_refused(self, limit: str) -> None:
         """A 429: limit is global | account | approval | account_daily."""
         self._child(self.refusals, bounded(limit, LIMITS)).inc()
+
+    def limit_waited(self, seconds: float, admitted: bool) -> None:
+        """A request over a concurrency cap waited `seconds` for a slot, then was admitted
+        or refused."""
+        outcome = "admitted" if admitted else "refused"
+        self._child(self.slot_waits, outcome).observe(max(seconds, 0.0))
+
+    def replica_capacity_changed(self, capacity: int) -> None:
+        self.replica_capacity.set(capacity)
 
     def limiter_degraded(self, degraded: bool) -> None:
         """Shared (Redis) limits unavailable → per-process limits."""

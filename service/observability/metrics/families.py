@@ -37,6 +37,7 @@ from service.observability.metrics.labels import (
     REGISTRATION_REFUSALS,
     SHED_REASONS,
     SIZE_BUCKETS,
+    SLOT_WAIT_BUCKETS,
     TOOLS,
 )
 
@@ -127,13 +128,25 @@ class Families:
             "Requests refused with HTTP 429, by the limit that refused them.",
             ("limit",),
         )
+        self.slot_waits = histogram(
+            "limit_slot_wait_seconds",
+            "Time requests over a concurrency cap waited for a slot, by outcome (admitted after"
+            " the wait, or refused with 429 when it ended).",
+            SLOT_WAIT_BUCKETS,
+            ("outcome",),
+        )
+        self.replica_capacity = gauge(
+            "limit_replica_capacity_requests",
+            "Requests this replica may hold at once now: the global cap, or its leased block"
+            " of the fleet-wide cap when one is set.",
+        )
         self.inflight = gauge(
             "inflight_requests",
             "Requests whose method runs here (admitted, or overlapping their admission).",
         )
         self.concurrency_limit = gauge(
             "limit_concurrency_requests",
-            "Configured concurrency caps: global (all replicas with Redis) and per account.",
+            "Configured concurrency caps: global (per replica) and per account (all replicas).",
             ("limit",),
         )
         self.rate_limit = gauge(

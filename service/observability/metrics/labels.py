@@ -119,3 +119,6 @@ _KNOWN_STATUSES = frozenset(
     {200, 201, 202, 204, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 405, 406, 409, 413,
      415, 422, 429, 499, 500, 502, 503, 504}
 )  # fmt: skip
+
+# The wait for a concurrency slot: about 2 s at most by default (ELOVA_LIMIT_SLOT_WAIT_MS).
+SLOT_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)

@@ -1,0 +1,123 @@
+"""The optional fleet-wide cap (ELOVA_LIMIT_FLEET_CONCURRENCY): leased blocks of the fleet's
+concurrency, so the whole fleet never holds more than the cap without a Redis call per
+request on one shared key (docs/decisions/limits.md, "The fleet-wide cap").
+
+Each replica renews a lease every RENEW_SECONDS (fleet.lua, on the fleet's own keys): it
+asks for its own cap, and is granted its fair share of the fleet cap (water-filled over
+the live replicas' asks), never more than the others leave free. The grant bounds the
+replica's slots (`ReplicaSlots.resize`) until the lease ends, LEASE_SECONDS after the
+renewal was sent, unless a later renewal comes first. Redis keeps each replica's record
+for the lease plus the request deadline and its grace, so every request admitted under a
+lease has ended before its record does: a replica that is killed or cut off gives its
+block back then, never earlier. A replica that stops gives it back at once.
+
+A lease that runs out unrenewed leaves the replica no slots (exact: its block may be
+someone else's by then), except in degraded mode (the limiter holds Redis down), where
+the replica falls back to its share of the fleet cap (the cap divided by
+ELOVA_EXPECTED_REPLICAS, at least 1), as the other limits do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from service.limits.pipeline import Script, ScriptPipeline
+from service.limits.replica_slots import ReplicaSlots
+from service.observability.metrics.app_metrics import Metrics
+
+log = logging.getLogger("service.limits")
+
+RENEW_SECONDS = 1.0
+LEASE_SECONDS = 3.0
+
+_FAILURES = (RedisError, OSError, TimeoutError)
+
+
+class FleetLease:
+    def __init__(
+        self,
+        pipeline: ScriptPipeline | None,
+        slots: ReplicaSlots,
+        *,
+        key_base: str,
+        fleet_cap: int,
+        fallback: int,
+        hold_seconds: float,
+        degraded: Callable[[], bool],
+        metrics: Metrics,
+    ) -> None:
+        self._pipeline = pipeline
+        self._slots = slots
+        self.script = Script("fleet.lua")
+        # "{fleet}": the fleet's keys share a slot of their own, touched once a second by
+        # each replica, never by a request.
+        base = f"{key_base}{{fleet}}:"
+        self._keys = [f"{base}leases", f"{base}blocks", f"{base}wants"]
+        self.replica_id = uuid.uuid4().hex
+        self.fleet_cap = fleet_cap
+        self.fallback = fallback
+        self._degraded = degraded
+        self._metrics = metrics
+        self._hold_ms = round((LEASE_SECONDS + hold_seconds) * 1000)
+        self._valid_until = 0.0  # monotonic time the current lease ends
+        self.granted = 0
+        self.replicas = 0
+        # Until the first lease answers this replica admits nothing (without Redis at all,
+        # its fallback share): starting replicas never push the fleet past the cap.
+        self._resize(fallback if pipeline is None else 0)
+
+    async def renew(self, *, release: bool = False) -> bool:
+        """One renewal (or, `release`, the block given back); True when Redis answered."""
+        if self._pipeline is None:
+            return False
+        sent = time.monotonic()
+        args: list[Any] = [
+            self.replica_id,
+            self._slots.cap,
+            self._slots.held,
+            self.fleet_cap,
+            self._hold_ms,
+            1 if release else 0,
+        ]
+        try:
+            granted, replicas = await self._pipeline.call(self.script, self._keys, args)
+        except _FAILURES as err:
+            self.expire_if_due()
+            log.debug("fleet lease not renewed: %s", type(err).__name__)
+            return False
+        if release:
+            return True
+        self.granted, self.replicas = int(granted), int(replicas)
+        self._valid_until = sent + LEASE_SECONDS
+        self._resize(self.granted)
+        return True
+
+    def expire_if_due(self) -> None:
+        """Past the lease's end without a renewal: no slots, or in degraded mode the
+        fallback share (checked before every admission: a monotonic clock read)."""
+        if self._valid_until and time.monotonic() < self._valid_until:
+            return
+        capacity = self.fallback if self._degraded() else 0
+        if self._valid_until or capacity != self._slots.capacity:
+            log.warning(
+                "fleet lease ended without renewal; this replica holds at most %d", capacity
+            )
+            self._valid_until = 0.0
+            self._resize(capacity)
+
+    def _resize(self, capacity: int) -> None:
+        self._slots.resize(capacity)
+        self._metrics.replica_capacity_changed(self._slots.capacity)
+
+    async def run(self) -> None:
+        """Renew forever (cancel to stop)."""
+        while True:
+            await self.renew()
+            await asyncio.sleep(RENEW_SECONDS)
