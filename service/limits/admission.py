@@ -142,8 +142,7 @@ class Admission:
         refusal = self._spent.refusal(caller.approval_id)
         if refusal is not None:
             raise refusal
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self._wait_seconds
+        started = asyncio.get_running_loop().time()
         wait: SlotWait | None = None
         final = False
         try:
@@ -151,8 +150,8 @@ class Admission:
                 # Requests of this account already wait here: this one queues behind them.
                 wait = self._waits.join(caller.account_id)
                 if wait is not None:
-                    final = not await wait.next_try(until)
-            return await self._admit(request_id, caller, until, wait, final, None)
+                    final = not await wait.next_try(started + self._wait_seconds)
+            return await self._admit(request_id, caller, started, wait, final, None)
         finally:
             if wait is not None:
                 self._waits.leave(wait)
@@ -161,22 +160,25 @@ class Admission:
         self,
         request_id: str,
         caller: Caller,
-        until: float,
+        started: float,
         wait: SlotWait | None,
         final: bool,
         answer: Decision | object | None,
     ) -> Grant:
         """Take a replica slot and the shared limits, waiting for a slot while a
-        concurrency cap refuses and time is left (`final`: this is the last try). With
-        `answer` (`settle`), the first try's answer has come already, slot taken."""
-        started = asyncio.get_running_loop().time()
-        waited = False
+        concurrency cap refuses and time is left (`final`: this is the last try), until
+        `started` plus the wait. With `answer` (`settle`), the first try's answer has come
+        already, its slot taken."""
+        until = started + self._wait_seconds
+        waited = wait is not None
         try:
             while True:
                 if answer is None:
-                    if not await self._replica_slot(until):
-                        self._waited(waited, started, admitted=False)
-                        raise self._refusals.replica_full(self.slots.capacity)
+                    if not self._replica_slot():
+                        waited = True
+                        if self._wait_seconds <= 0 or not await self.slots.wait(until):
+                            self._waited(waited, started, admitted=False)
+                            raise self._refusals.replica_full(self.slots.capacity)
                     answer = await self._ask(request_id, caller)
                 try:
                     outcome = self._decided(answer, request_id, caller)
@@ -204,13 +206,12 @@ class Admission:
             if wait is not None:
                 self._waits.leave(wait)
 
-    async def _replica_slot(self, until: float) -> bool:
-        """One of this replica's slots, waiting for one until `until` (or not at all)."""
+    def _replica_slot(self) -> bool:
+        """One of this replica's slots now, if one is free and nobody waits for one (a
+        lapsed fleet lease is noticed here first)."""
         if self.fleet is not None and self._shared is not None:
             self.fleet.expire_if_due()
-        if self.slots.take():
-            return True
-        return self._wait_seconds > 0 and await self.slots.wait(until)
+        return self.slots.take()
 
     async def _ask(self, request_id: str, caller: Caller) -> Decision | object | None:
         """The shared limiter's answer; None to let the per-process limiter answer."""
@@ -246,9 +247,7 @@ class Admission:
             or self._waits.ahead(caller.account_id)
         ):
             return None
-        if self.fleet is not None:
-            self.fleet.expire_if_due()
-        if not self.slots.take():
+        if not self._replica_slot():
             return None
         return shared.submit(request_id, caller)
 
@@ -261,9 +260,9 @@ class Admission:
         except BaseException:
             self.slots.give_back()
             raise
-        until = asyncio.get_running_loop().time() + self._wait_seconds
+        started = asyncio.get_running_loop().time()
         caller = admitting.caller
-        return await self._admit(admitting.request_id, caller, until, None, False, answer)
+        return await self._admit(admitting.request_id, caller, started, None, False, answer)
 
     def abandon(self, admitting: Admitting) -> None:
         """`begin`'s request ended before `settle` (cancelled, past its deadline): what the

@@ -1,0 +1,122 @@
+"""The replica's own slots (the global cap) and the queue of requests waiting for an account
+slot, alone: arrival order, bounds, time limits, slots handed over and never lost."""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import uuid4
+
+import pytest
+
+from service.limits.replica_slots import ReplicaSlots
+from service.limits.slot_waits import SlotWaits
+
+pytestmark = pytest.mark.unit
+
+
+async def test_a_freed_slot_goes_to_the_oldest_waiter_and_never_to_a_newcomer() -> None:
+    slots = ReplicaSlots(cap=1, max_waiters=10)
+    assert slots.take()
+    loop = asyncio.get_running_loop()
+    order: list[int] = []
+
+    async def waiter(n: int) -> None:
+        assert await slots.wait(loop.time() + 1.0)
+        order.append(n)
+
+    tasks = [asyncio.create_task(waiter(n)) for n in range(3)]
+    await asyncio.sleep(0.01)
+    assert slots.waiting == 3
+    for _ in range(3):
+        assert not slots.take()  # a newcomer does not overtake the waiters
+        slots.give_back()  # handed to the oldest waiter: still held
+        await asyncio.sleep(0.01)
+        assert slots.held == 1
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2]
+    slots.give_back()
+    assert slots.held == 0 and slots.take()
+
+
+async def test_a_wait_ends_at_its_time_and_past_the_bound_nobody_queues() -> None:
+    slots = ReplicaSlots(cap=1, max_waiters=1)
+    assert slots.take()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    first = asyncio.create_task(slots.wait(loop.time() + 0.05))
+    await asyncio.sleep(0)
+    assert not await slots.wait(loop.time() + 1.0)  # the bound: refused at once
+    assert loop.time() - started < 0.04
+    assert not await first  # nobody freed a slot in time
+    assert slots.waiting == 0 and slots.held == 1
+
+
+async def test_a_slot_handed_to_a_cancelled_waiter_is_passed_on() -> None:
+    slots = ReplicaSlots(cap=1, max_waiters=10)
+    assert slots.take()
+    loop = asyncio.get_running_loop()
+    doomed = asyncio.create_task(slots.wait(loop.time() + 1.0))
+    survivor = asyncio.create_task(slots.wait(loop.time() + 1.0))
+    await asyncio.sleep(0)
+    slots.give_back()  # handed to `doomed` ...
+    doomed.cancel()  # ... which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    assert await survivor
+    assert slots.held == 1
+
+
+async def test_a_smaller_lease_admits_nothing_until_held_slots_fall_below_it() -> None:
+    slots = ReplicaSlots(cap=4, max_waiters=10)
+    for _ in range(4):
+        assert slots.take()
+    slots.resize(2)  # the fleet lease shrank
+    slots.give_back()
+    slots.give_back()
+    assert slots.held == 2 and not slots.take()
+    slots.give_back()
+    assert slots.take()
+    slots.resize(10)
+    assert slots.capacity == 4  # never above the replica's own cap
+
+
+async def test_account_waits_go_in_arrival_order_within_their_bounds() -> None:
+    waits = SlotWaits(max_waiters=3, max_per_account=2)
+    busy, other = uuid4(), uuid4()
+    loop = asyncio.get_running_loop()
+    first, second = waits.join(busy), waits.join(busy)
+    assert first is not None and second is not None
+    assert waits.join(busy) is None  # the account's bound
+    third = waits.join(other)
+    assert third is not None
+    assert waits.join(uuid4()) is None  # the replica's bound
+    assert waits.ahead(busy) and waits.ahead(other)
+    assert await first.next_try(loop.time() + 0.5)  # the head tries at once
+    behind = asyncio.create_task(second.next_try(loop.time() + 0.5))
+    await asyncio.sleep(0.02)
+    assert not behind.done()  # it waits for the head
+    waits.leave(first)
+    assert await behind  # its turn
+    waits.leave(second)
+    waits.leave(third)
+    assert not waits.ahead(busy) and waits.waiting == 0
+
+
+async def test_the_head_retries_at_once_when_this_replica_frees_a_slot() -> None:
+    waits = SlotWaits(max_waiters=8, max_per_account=8)
+    account = uuid4()
+    loop = asyncio.get_running_loop()
+    head = waits.join(account)
+    assert head is not None and await head.next_try(loop.time() + 1.0)
+    for _ in range(4):  # back off towards the longest poll
+        assert await head.next_try(loop.time() + 1.0)
+    started = loop.time()
+    retry = asyncio.create_task(head.next_try(loop.time() + 1.0))
+    await asyncio.sleep(0.002)
+    waits.freed(account)
+    assert await retry
+    assert loop.time() - started < 0.03
+    ended = loop.time() + 0.02
+    while await head.next_try(ended):
+        pass
+    assert loop.time() >= ended  # False only once the time is up
