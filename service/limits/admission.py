@@ -49,6 +49,7 @@ from service.limits.slot_waits import SlotWait, SlotWaits
 from service.limits.spent import SpentBudgets
 from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
+from service.settings.redis import ACCOUNT_SLOT
 
 
 @dataclass(eq=False, slots=True)
@@ -77,12 +78,13 @@ class Admission:
         metrics: Metrics,
         breaker: CircuitBreaker | None = None,
         timeout_seconds: float = REDIS_TIMEOUT_SECONDS,
+        key_layout: str = ACCOUNT_SLOT,
     ) -> None:
         self.limits = limits
         base = f"{key_prefix}limits:"
         self._breaker = breaker or CircuitBreaker()
         lease_seconds = limits.request_deadline_seconds + limits.lease_grace_seconds
-        self._calls = ScriptCalls(base, limits, round(lease_seconds * 1000))
+        self._calls = ScriptCalls(key_prefix, limits, round(lease_seconds * 1000), key_layout)
         self._local = LocalLimiter.share(limits, limits.expected_replicas)
         self.slots = ReplicaSlots(limits.global_concurrency, limits.waiters)
         self._waits = SlotWaits(limits.waiters, limits.waiters_per_account)

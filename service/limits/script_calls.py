@@ -22,6 +22,7 @@ from redis.crc import key_slot
 from service.limits.budget import ACCOUNT, ACCOUNT_DAILY, APPROVAL, Budget, Decision
 from service.limits.pipeline import Script, evalsha
 from service.settings.limits import Limits
+from service.settings.redis import ONE_SLOT
 
 # How many (account, approval) entries are remembered before starting over.
 _KNOWN = 4096
@@ -54,8 +55,9 @@ class _Packed:
 
 
 class ScriptCalls:
-    def __init__(self, base: str, limits: Limits, lease_ms: int) -> None:
-        self._base = base  # "<prefix>limits:"
+    def __init__(self, prefix: str, limits: Limits, lease_ms: int, layout: str) -> None:
+        self._prefix = prefix
+        self._one_slot = layout == ONE_SLOT
         self.limits = limits
         self.lease_ms = lease_ms
         self.admit_script = Script("admit.lua")
@@ -109,10 +111,20 @@ class ScriptCalls:
         known = self._known.get((account_id, approval_id))
         if known is not None:
             return known
-        # "<prefix>limits:{<account>}:…": the account id is the hash tag (unless the prefix
-        # carries a tag of its own, which then comes first and pins every key to its slot).
-        b = f"{self._base}{{{account_id}}}:"
-        keys = [f"{b}account", f"{b}approval:{approval_id}", f"{b}daily", f"{b}cancelled"]
+        if self._one_slot:
+            # "<prefix>{limits}:…": every key in one slot, named as before account slots.
+            b = f"{self._prefix}{{limits}}:"
+            keys = [
+                f"{b}account:{account_id}",
+                f"{b}approval:{approval_id}",
+                f"{b}daily:{account_id}",
+                f"{b}cancelled",
+            ]
+        else:
+            # "<prefix>limits:{<account>}:…": the account id is the hash tag (unless the
+            # prefix carries a tag of its own, which comes first and pins every key to it).
+            b = f"{self._prefix}limits:{{{account_id}}}:"
+            keys = [f"{b}account", f"{b}approval:{approval_id}", f"{b}daily", f"{b}cancelled"]
         packed = _Packed(
             keys,
             _head(self.admit_script, keys, 1 + len(self._admit_args)),

@@ -75,6 +75,7 @@ async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
             cooldown_seconds=cfg.limits.breaker_cooldown_seconds,
         ),
         timeout_seconds=cfg.limits.redis_timeout_seconds,
+        key_layout=cfg.redis_engine.key_layout,
     )
     app[ADMISSION] = admission
     await admission.warm_up()

@@ -12,6 +12,13 @@ from service.settings.reading import parse, text, value_of
 
 REDIS_MODES = ("standalone", "cluster", "sentinel")
 
+# Where the admission's keys live (service/limits/script_calls.py): in the account's own
+# hash slot, or all in one slot under the `{limits}` tag, named as the releases before
+# per-account slots named them (so a rolling deploy from one shares their ledgers).
+ACCOUNT_SLOT = "account-slot"
+ONE_SLOT = "one-slot"
+KEY_LAYOUTS = (ACCOUNT_SLOT, ONE_SLOT)
+
 
 @dataclass(frozen=True)
 class RedisEngine:
@@ -25,6 +32,9 @@ class RedisEngine:
     sentinels: tuple[tuple[str, int], ...] = ()
     sentinel_master: str | None = None
     sentinel_password: str | None = field(default=None, repr=False)  # the sentinels' own
+    # ELOVA_REDIS_KEY_LAYOUT; by default account-slot in cluster mode (where slots matter),
+    # one-slot otherwise (one server holds every slot; the keys keep their earlier names).
+    key_layout: str = ONE_SLOT
 
 
 def read_redis_engine(env: Mapping[str, str]) -> RedisEngine:
@@ -55,7 +65,15 @@ def read_redis_engine(env: Mapping[str, str]) -> RedisEngine:
         raise ConfigError("ELOVA_REDIS_URL: a Redis Cluster has database 0 only")
     if mode != "standalone" and urlsplit(url).scheme == "unix":
         raise ConfigError(f"ELOVA_REDIS_URL: a unix:// socket cannot be used in {mode} mode")
-    return RedisEngine(mode, sentinels, master, sentinel_password)
+    default_layout = ACCOUNT_SLOT if mode == "cluster" else ONE_SLOT
+    layout = parse(env, "ELOVA_REDIS_KEY_LAYOUT", _key_layout, default_layout)
+    return RedisEngine(mode, sentinels, master, sentinel_password, layout)
+
+
+def _key_layout(raw: str) -> str:
+    if raw not in KEY_LAYOUTS:
+        raise ValueError(f"expected {' or '.join(KEY_LAYOUTS)}, got {raw!r}")
+    return raw
 
 
 def _redis_mode(raw: str) -> str:

@@ -6,8 +6,9 @@ against the SDK and the same-answer ceiling (tests/bench/ceiling_bench.py), with
 (tests/bench/floods.py), the overload line (tests/bench/overload_bench.py: the adaptive
 in-flight limit beside fixed caps at 4× overload), the pooler line
 (tests/bench/pooler_bench.py: through PgBouncer next to direct), the tracing line
-(tests/bench/tracing_bench.py: off, 1% and 100% sampled, interleaved), then the admission
-limiter's own benchmark (tests/bench/limits_bench.py).
+(tests/bench/tracing_bench.py: off, 1% and 100% sampled, interleaved), the fleet line
+(tests/bench/fleet_bench.py: simulated replicas' limiters on a 3-master Redis Cluster), then
+the admission limiter's own benchmark (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
@@ -38,6 +39,7 @@ from pathlib import Path
 from tests.bench import (
     baseline,
     ceiling_bench,
+    fleet_bench,
     floods,
     growth_bench,
     overload_bench,
@@ -47,7 +49,17 @@ from tests.bench import (
     tracing_bench,
 )
 
-SECTIONS = ("ceiling", "flood", "overload", "baseline", "pooler", "tracing", "growth", "sessions")
+SECTIONS = (
+    "ceiling",
+    "flood",
+    "overload",
+    "baseline",
+    "pooler",
+    "tracing",
+    "growth",
+    "sessions",
+    "fleet",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-tracing", action="store_true", help="skip the tracing line")
     parser.add_argument("--skip-growth", action="store_true", help="skip the growth table")
     parser.add_argument("--skip-sessions", action="store_true", help="skip the session path")
+    parser.add_argument("--skip-fleet", action="store_true", help="skip the Cluster fleet line")
     args = parser.parse_args(argv)
     only = {s for s in SECTIONS if getattr(args, f"{s}_only")}
     if "baseline" in only and not args.baseline:
@@ -94,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "tracing": not args.skip_tracing,
         "growth": not args.skip_growth,
         "sessions": not args.skip_sessions,
+        "fleet": not args.skip_fleet,
     }
     if only:
         wanted = {s: s in only for s in SECTIONS}
@@ -107,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "overload": lambda: overload_bench.main(settings),
         "pooler": lambda: pooler_bench.main(settings),
         "tracing": lambda: tracing_bench.main(settings),
+        "fleet": lambda: fleet_bench.report(5.0 if args.quick else 15.0),
     }
     parts += [run() for name, run in runs.items() if wanted[name]]
     report = "\n".join(parts)

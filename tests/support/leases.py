@@ -1,5 +1,5 @@
 """What the shared limiter holds in Redis: the unexpired concurrency leases of every account
-under a key prefix (each account's lease set lives in its own hash slot, script_calls.py)."""
+under a key prefix, in either key layout (service/limits/script_calls.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ async def held_leases(redis: aioredis.Redis, prefix: str) -> int:
     """Leases not yet expired, summed over every account's lease set under `prefix`."""
     now_ms = int(time.time() * 1000)
     held = 0
-    async for key in redis.scan_iter(match=f"{prefix}limits:*:account", count=1000):
-        held += int(await redis.zcount(key, now_ms, "+inf"))
+    for pattern in (f"{prefix}limits:*:account", f"{prefix}{{limits}}:account:*"):
+        async for key in redis.scan_iter(match=pattern, count=1000):  # both key layouts
+            held += int(await redis.zcount(key, now_ms, "+inf"))
     return held

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Callable[[Config], object]] = {
     "ELOVA_LIMIT_GLOBAL_CONCURRENCY": lambda c: c.limits.global_concurrency,
     "ELOVA_LIMIT_ACCOUNT_CONCURRENCY": lambda c: c.limits.account_concurrency,
     "ELOVA_LIMIT_APPROVAL_PER_MINUTE": lambda c: c.limits.approval_per_minute,
+    "ELOVA_LIMIT_SLOT_WAIT_MS": lambda c: round(c.limits.slot_wait_seconds * 1000),
     "ELOVA_REQUEST_DEADLINE_SECONDS": lambda c: c.limits.request_deadline_seconds,
     "ELOVA_MAX_BODY_BYTES": lambda c: c.limits.max_body_bytes,
     "ELOVA_MAX_RESPONSE_BYTES": lambda c: c.limits.max_response_bytes,
