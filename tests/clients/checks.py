@@ -5,12 +5,14 @@ and the values the dataset says it must hold)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from jsonschema import Draft202012Validator
 
 from tests.clients.dataset import Dataset
@@ -124,3 +126,28 @@ def check_not_found(result: dict[str, Any]) -> None:
     assert result["content"][0]["text"].startswith("NOT_FOUND: ")
     assert result.get("structuredContent") is None
     assert result["_meta"]["code"] == "NOT_FOUND" and result["_meta"]["retryable"] is False
+
+
+async def slow_workspaces_until_waiting(dsn: str, *, blocked: int, then: float = 0.3) -> None:
+    """Make `get_many_workspaces` slow: lock the `workspaces` table until `blocked` calls
+    wait inside PostgreSQL (the account cap's worth), `then` seconds more (the client's
+    other calls arrive and wait for a slot), then let them all through."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE workspaces IN ACCESS EXCLUSIVE MODE")
+            watcher = await asyncpg.connect(dsn)
+            try:
+                for _ in range(500):
+                    waiting = await watcher.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                    if waiting >= blocked:
+                        break
+                    await asyncio.sleep(0.01)
+            finally:
+                await watcher.close()
+            await asyncio.sleep(then)
+    finally:
+        await conn.close()

@@ -5,6 +5,7 @@ one of them with real records."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx2
@@ -18,12 +19,14 @@ from tests.clients.checks import (
     check_not_found,
     check_result,
     plan,
+    slow_workspaces_until_waiting,
     validate_output,
     wire,
 )
 from tests.clients.conftest import IssueToken
 from tests.clients.dataset import Dataset
 from tests.support.server import ServeProcesses
+from tests.support.services import TestDatabase
 
 
 def _c(cursor: str | None) -> dict[str, str]:
@@ -86,3 +89,23 @@ async def test_python_client_without_a_token_is_refused(elova: ServeProcesses) -
                 ):
                     pass
             assert "401" in repr(caught.value) or "nauthorized" in repr(caught.value)
+
+
+async def test_python_client_parallel_calls_on_one_approval_are_all_answered(
+    elova: ServeProcesses, dataset: Dataset, issue_token: IssueToken, test_database: TestDatabase
+) -> None:
+    """An agent's 4 parallel tool calls on one approval (account cap 2): the client does not
+    retry a 429, so every call must be answered: two at once, two after a short wait for a
+    slot (issue 39)."""
+    headers = {"Authorization": f"Bearer {await issue_token()}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(elova.mcp_url, http_client=http)) as client,
+    ):
+        slow = asyncio.create_task(slow_workspaces_until_waiting(test_database.dsn, blocked=2))
+        results = await asyncio.gather(
+            *(client.call_tool("get_many_workspaces", {}) for _ in range(4))
+        )
+        await slow
+    for result in results:
+        check_result("get_many_workspaces", wire(result), dataset)

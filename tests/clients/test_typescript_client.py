@@ -4,13 +4,21 @@ session, lists the tools and calls every one; pytest validates what it printed."
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from tests.clients.checks import check_listing, check_not_found, check_result, plan
+from tests.clients.checks import (
+    check_listing,
+    check_not_found,
+    check_result,
+    plan,
+    slow_workspaces_until_waiting,
+)
 from tests.clients.conftest import IssueToken
 from tests.clients.dataset import Dataset
 from tests.clients.node import TS_DIR, run
 from tests.support.server import ServeProcesses
+from tests.support.services import TestDatabase
 
 
 async def test_typescript_client_lists_and_calls_every_tool(
@@ -41,3 +49,26 @@ async def test_typescript_client_lists_and_calls_every_tool(
     assert invalid["isError"] is True
     assert invalid["content"][0]["text"].startswith("VALIDATION_ERROR: ")
     assert invalid["_meta"]["code"] == "VALIDATION_ERROR"
+
+
+async def test_typescript_client_parallel_calls_on_one_approval_are_all_answered(
+    node_env: dict[str, str],
+    elova: ServeProcesses,
+    dataset: Dataset,
+    issue_token: IssueToken,
+    test_database: TestDatabase,
+) -> None:
+    """4 calls at once through the TypeScript SDK (it does not retry a 429) on one approval
+    whose account may hold 2: all 4 answered (issue 39's wait for a slot)."""
+    slow = asyncio.create_task(slow_workspaces_until_waiting(test_database.dsn, blocked=2))
+    done = await run(
+        ["node", str(TS_DIR / "call_tools.mjs"), elova.mcp_url],
+        {**node_env, "ELOVA_TOKEN": await issue_token()},
+        stdin=json.dumps({"calls": [], "parallel": [["get_many_workspaces", {}]] * 4}).encode(),
+    )
+    await slow
+    assert done.returncode == 0, done.describe()
+    out = json.loads(done.stdout)
+    assert len(out["parallel"]) == 4
+    for item in out["parallel"]:
+        check_result(item["tool"], item["result"], dataset)

@@ -3,7 +3,8 @@
 // the plan and prints one JSON document on stdout for pytest to validate.
 //
 //   node call_tools.mjs <mcp-url>   (env ELOVA_TOKEN; the plan as JSON on stdin:
-//   {"calls": [[tool, arguments], ...], "refused": [[tool, arguments], ...]})
+//   {"calls": [[tool, arguments], ...], "refused": [[tool, arguments], ...],
+//    "parallel": [[tool, arguments], ...]}: the parallel calls are sent all at once)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -33,6 +34,7 @@ async function main() {
     tools: [],
     results: [],
     refused: [],
+    parallel: [],
   };
   // listTools also arms the client's own outputSchema validation of every later call.
   let cursor;
@@ -48,6 +50,10 @@ async function main() {
   for (const [name, args] of plan.refused ?? []) {
     out.refused.push({ tool: name, result: await client.callTool({ name, arguments: args }) });
   }
+  const parallel = (plan.parallel ?? []).map(([name, args]) =>
+    client.callTool({ name, arguments: args }).then((result) => ({ tool: name, result })),
+  );
+  out.parallel = await Promise.all(parallel);
   await transport.terminateSession();
   await client.close();
   process.stdout.write(JSON.stringify(out) + "\n");
