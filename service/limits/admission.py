@@ -88,7 +88,9 @@ class Admission:
         self._local = LocalLimiter.share(limits, limits.expected_replicas)
         self.slots = ReplicaSlots(limits.global_concurrency, limits.waiters)
         self._waits = SlotWaits(limits.waiters, limits.waiters_per_account)
-        self._wait_seconds = min(limits.slot_wait_seconds, limits.request_deadline_seconds)
+        # The wait takes at most half the request's deadline: the rest is the work's, and a
+        # refused request is answered its 429 well before the deadline's 503.
+        self._wait_seconds = min(limits.slot_wait_seconds, limits.request_deadline_seconds / 2)
         self._metrics = metrics
         self._refusals = Refusals(limits, self._local, metrics)
         # Approvals the shared limiter refused for their rate budget (spent.py).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from redis.crc import key_slot
@@ -16,6 +16,7 @@ from service.config import Config
 from service.errors import ConfigError
 from service.limits.admission import Admission
 from service.observability.metrics.app_metrics import Metrics
+from service.settings.redis import ACCOUNT_SLOT, ONE_SLOT
 from tests.support.keys import ed25519_pem
 
 pytestmark = pytest.mark.unit
@@ -85,21 +86,30 @@ def test_settings_that_cannot_work_are_refused_naming_the_variable(
         parse(**env)
 
 
-def _keys(prefix: str) -> list[str]:
+def _keys(prefix: str, layout: str = ACCOUNT_SLOT, account: UUID | None = None) -> list[str]:
     admission = Admission(Config(database_url="x").limits, redis=None, key_prefix=prefix,
-                          metrics=Metrics())  # fmt: skip
-    return admission.keys(uuid4(), uuid4())
+                          metrics=Metrics(), key_layout=layout)  # fmt: skip
+    return admission.keys(account or uuid4(), uuid4())
 
 
+@pytest.mark.parametrize("layout", [ACCOUNT_SLOT, ONE_SLOT])
 @pytest.mark.parametrize("prefix", ["elova:", "", "team-a:", "svc{tenant-7}:", "a{b:", "x}y{z}:"])
-def test_every_limiter_key_of_an_admission_shares_one_slot(prefix: str) -> None:
-    slots = {key_slot(key.encode()) for key in _keys(prefix)}
+def test_every_limiter_key_of_an_admission_shares_one_slot(prefix: str, layout: str) -> None:
+    slots = {key_slot(key.encode()) for key in _keys(prefix, layout)}
     assert len(slots) == 1
 
 
-def test_a_tag_in_the_prefix_replaces_the_limits_tag() -> None:
+def test_each_account_has_its_own_slot_unless_a_tag_in_the_prefix_pins_one() -> None:
+    account = uuid4()
+    assert {key_slot(k.encode()) for k in _keys("elova:", account=account)} == {
+        key_slot(str(account).encode())
+    }
+    many = {key_slot(_keys("elova:")[0].encode()) for _ in range(200)}
+    assert len(many) > 150  # accounts spread over the slots
     assert {key_slot(k.encode()) for k in _keys("svc{tenant-7}:")} == {key_slot(b"tenant-7")}
-    assert {key_slot(k.encode()) for k in _keys("elova:")} == {key_slot(b"limits")}
+    # The one-slot layout keeps the names of releases before per-account slots.
+    assert {key_slot(k.encode()) for k in _keys("elova:", ONE_SLOT)} == {key_slot(b"limits")}
+    assert _keys("elova:", ONE_SLOT, account)[0] == f"elova:{{limits}}:account:{account}"
 
 
 def test_serve_refuses_to_start_with_an_empty_hash_tag_in_the_prefix() -> None:
