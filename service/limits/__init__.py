@@ -1,2 +1,3 @@
-"""Admission limits shared by all replicas through Redis (docs/limits.md), and the
-registrations per client address. Modules: docs/architecture.md."""
+"""Admission limits: each replica's own global cap, and the budgets all replicas share
+through Redis (docs/limits.md); the registrations per client address. Modules:
+docs/architecture.md."""
