@@ -146,43 +146,27 @@ class Admission:
         refusal = self._spent.refusal(caller.approval_id)
         if refusal is not None:
             raise refusal
-        started = asyncio.get_running_loop().time()
-        wait: SlotWait | None = None
-        final = False
-        try:
-            if self._wait_seconds > 0 and self._waits.ahead(caller.account_id):
-                # Requests of this account already wait here: this one queues behind them.
-                wait = self._waits.join(caller.account_id)
-                if wait is not None:
-                    final = not await wait.next_try(started + self._wait_seconds)
-            return await self._admit(request_id, caller, started, wait, final, None)
-        finally:
-            if wait is not None:
-                self._waits.leave(wait)
+        return await self._admit(request_id, caller, None)
 
     async def _admit(
-        self,
-        request_id: str,
-        caller: Caller,
-        started: float,
-        wait: SlotWait | None,
-        final: bool,
-        answer: Decision | object | None,
+        self, request_id: str, caller: Caller, answer: Decision | object | None
     ) -> Grant:
         """Take a replica slot and the shared limits, waiting for a slot while a
-        concurrency cap refuses and time is left (`final`: this is the last try), until
-        `started` plus the wait. With `answer` (`settle`), the first try's answer has come
-        already, its slot taken."""
+        concurrency cap refuses and the wait lasts. With `answer` (`settle`), the first
+        try's answer has come already, its slot taken."""
+        started = asyncio.get_running_loop().time()
         until = started + self._wait_seconds
-        waited = wait is not None
+        wait: SlotWait | None = None
+        final = False  # the wait is over: this try is the last
         try:
+            if answer is None:
+                wait, final = await self._behind(caller, until)
+            waited = wait is not None
             while True:
                 if answer is None:
                     if not self._replica_slot():
                         waited = True
-                        if self._wait_seconds <= 0 or not await self.slots.wait(until):
-                            self._waited(waited, started, admitted=False)
-                            raise self._refusals.replica_full(self.slots.capacity)
+                        await self._replica_slot_within(started, until)
                     answer = await self._ask(request_id, caller)
                 try:
                     outcome = self._decided(answer, request_id, caller)
@@ -209,6 +193,28 @@ class Admission:
         finally:
             if wait is not None:
                 self._waits.leave(wait)
+
+    async def _behind(self, caller: Caller, until: float) -> tuple[SlotWait | None, bool]:
+        """When requests of this account already wait here, a place behind them, held
+        until its turn, and whether the wait ended first (then one last try). None when
+        nobody waits, or past a bound: try at once."""
+        if self._wait_seconds <= 0 or not self._waits.ahead(caller.account_id):
+            return None, False
+        wait = self._waits.join(caller.account_id)
+        if wait is None:
+            return None, False
+        try:
+            return wait, not await wait.next_try(until)
+        except BaseException:
+            self._waits.leave(wait)
+            raise
+
+    async def _replica_slot_within(self, started: float, until: float) -> None:
+        """One of this replica's slots, waited for in arrival order until `until`; the
+        `global` 429 when none came."""
+        if self._wait_seconds <= 0 or not await self.slots.wait(until):
+            self._waited(True, started, admitted=False)
+            raise self._refusals.replica_full(self.slots.capacity)
 
     def _replica_slot(self) -> bool:
         """One of this replica's slots now, if one is free and nobody waits for one (a
@@ -264,9 +270,7 @@ class Admission:
         except BaseException:
             self.slots.give_back()
             raise
-        started = asyncio.get_running_loop().time()
-        caller = admitting.caller
-        return await self._admit(admitting.request_id, caller, started, None, False, answer)
+        return await self._admit(admitting.request_id, admitting.caller, answer)
 
     def abandon(self, admitting: Admitting) -> None:
         """`begin`'s request ended before `settle` (cancelled, past its deadline): what the

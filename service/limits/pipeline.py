@@ -223,6 +223,8 @@ class ScriptPipeline:
 
     def _by_owner(self, calls: list[_Queued]) -> list[list[_Queued]]:
         """The calls grouped by the server that serves their slot, each in call order."""
+        if self.route.one_server:
+            return [calls]
         owner = self.route.owner
         groups: dict[str | None, list[_Queued]] = {}
         for q in calls:

@@ -79,6 +79,7 @@ class StandaloneRoute:
         self._conn: AbstractConnection | None = None
         self._warned = False
         self.sentinel = isinstance(client.connection_pool, SentinelConnectionPool)
+        self.one_server = True  # every slot: a batch is never split
 
     async def ready(self) -> None:
         """Nothing to read: one server serves every slot."""
@@ -152,6 +153,7 @@ class ClusterRoute:
         self._refresh = False  # the slot map may be stale: ask the cluster again first
         self.moves = 0  # MOVED replies that made the route read the slot map (tests read it)
         self.sentinel = False
+        self.one_server = False
 
     async def ready(self) -> None:
         """Read the slot map the first time, and again after a lost connection or a MOVED
@@ -198,11 +200,6 @@ class ClusterRoute:
         conn = node.acquire_connection()
         self._conns[node.name] = (node, conn)
         return conn
-
-    @property
-    def node_names(self) -> list[str]:
-        """The masters this route holds a connection to (tests read it)."""
-        return sorted(self._conns)
 
     async def verify(self) -> None:
         """Nothing to do: a master that lost a slot answers MOVED."""

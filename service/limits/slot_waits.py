@@ -30,14 +30,13 @@ _LONGEST_POLL = 0.05
 class SlotWait:
     """One request's place in its account's queue, from `join` to `SlotWaits.leave`."""
 
-    __slots__ = ("account_id", "freed", "poll", "started", "turn")
+    __slots__ = ("account_id", "freed", "poll", "turn")
 
-    def __init__(self, account_id: UUID, started: float) -> None:
+    def __init__(self, account_id: UUID) -> None:
         self.account_id = account_id
         self.turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.freed = asyncio.Event()
         self.poll = _FIRST_POLL
-        self.started = started
 
     async def next_try(self, until: float) -> bool:
         """Wait until this request should try again (at the head of its queue, after a slot
@@ -81,7 +80,7 @@ class SlotWaits:
             queue is not None and len(queue) >= self.max_per_account
         ):
             return None
-        wait = SlotWait(account_id, asyncio.get_running_loop().time())
+        wait = SlotWait(account_id)
         if queue is None:
             queue = self._queues[account_id] = deque()
             wait.turn.set_result(None)  # alone: at the head
