@@ -39,9 +39,14 @@ NO_SUCH = "00000000-0000-4000-8000-000000000000"
 ENV = {
     "LIMIT_APPROVAL_PER_MINUTE": "1000000",
     "LIMIT_ACCOUNT_CONCURRENCY": "64",
-    # Small on purpose, for the overload induction: 6 calls at once across both replicas
-    # (shared in Redis), 4 in flight a replica before it sheds, 3 PostgreSQL connections.
-    "LIMIT_GLOBAL_CONCURRENCY": "6",
+    # Small on purpose, for the overload induction: 3 calls at once a replica (the global
+    # cap is per replica: 6 across both), 4 in flight a replica before it sheds, so a 4th
+    # waits for a slot and is refused `global`, and 3 PostgreSQL connections.
+    "LIMIT_GLOBAL_CONCURRENCY": "3",
+    # Refused at once rather than after a wait for a slot: with the lock held, a waiter
+    # would hold the replica's 4th in-flight place until the admitted calls' deadline
+    # freed a slot, and hardly any call would be refused `global` (docs/limits.md).
+    "LIMIT_SLOT_WAIT_MS": "0",
     "SHED_ADMISSION": "fixed",  # the fixed cap: a known number in flight
     "SHED_MAX_INFLIGHT": "4",
     "DB_POOL_MAX": "3",
@@ -371,8 +376,9 @@ async def test_overload_fires_shedding_saturation_and_pool_exhaustion(
     stop = asyncio.Event()
     async with traffic(stack, session):
         async with locked_workspaces(stack):
-            # 12 callers: 6 admitted (the global limit) hold all 3 connections of a pool;
-            # the rest get 429 (global) or, at 4 in flight on a replica, a shed 503.
+            # 12 callers: 3 admitted a replica (the global limit) hold all 3 connections of
+            # its pool; the rest get 429 (global) after the wait or, at 4 in flight on a
+            # replica, a shed 503.
             cause = time.time()
             calling = asyncio.create_task(_callers(stack, session, 12, stop))
             try:
