@@ -5,7 +5,9 @@ request id (`CURRENT_REQUEST_ID`, bound by the access log, service/server/access
 and, when the request is traced, its trace and span ids. Nothing secret reaches a line:
 fields named like credentials are replaced, and bearer tokens, JWTs, URL passwords, PEM
 keys, credential query parameters and cookies (Cookie / Set-Cookie values, our cookies by
-name) are masked in every message, field and stack trace. `Redaction`, a filter on the
+name) are masked in every message, field and stack trace (a line the service built from text it
+formats itself and text it redacted, the access line, says so and is not scanned again:
+`log_redacted`). `Redaction`, a filter on the
 handler and on the loggers of aiohttp and asyncio, masks the same in every record before
 any handler (ours, or another's) formats it; a malformed request head, which aiohttp logs
 as an error with a traceback quoting the header line, becomes one info line (a client's
@@ -21,11 +23,13 @@ import json
 import logging
 import re
 import sys
+import time
 import traceback
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
+import msgspec
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
@@ -61,6 +65,9 @@ _SECRET_TEXT = (
     (re.compile(r"\b((?:__Host-)?elova_[A-Za-z0-9_]*=)[^;,\s\"']+"), r"\1" + REDACTED),
 )  # fmt: skip
 
+# The record attribute saying its message and fields were redacted where they were built.
+_PRE_REDACTED = "_elova_redacted"
+
 # Attributes every LogRecord has: anything else on a record came from `extra=` and is a field.
 _RECORD_ATTRS = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {
     "message",
@@ -69,16 +76,39 @@ _RECORD_ATTRS = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None
 }
 
 
+def _may_hold_secret(text: str) -> bool:
+    """False when no pattern of `_SECRET_TEXT` can match: each needs one of these marks in
+    the text, lower-cased (ASCII text only: a case-insensitive match folds other letters)."""
+    if not text.isascii():
+        return True
+    t = text.lower()
+    return ("=" in t or "://" in t or "eyj" in t or "bearer" in t or "basic" in t
+            or "cookie" in t or "_token" in t or "-----begin" in t)  # fmt: skip
+
+
 def redact_text(text: str) -> str:
     """Mask every credential-looking part of a string."""
+    if not _may_hold_secret(text):
+        return text
     for pattern, replacement in _SECRET_TEXT:
         text = pattern.sub(replacement, text)
     return text
 
 
+@lru_cache(maxsize=1024)
+def _names_secret(key: str) -> bool:
+    return _SECRET_KEY.search(key) is not None
+
+
+def redact_field_text(text: str) -> str:
+    """Text a client or a dependency controls, fit for a field: scrubbed and bounded."""
+    text = redact_text(text)
+    return text if len(text) <= _MAX_FIELD_CHARS else text[:_MAX_FIELD_CHARS] + "…"
+
+
 def redact(key: str, value: Any) -> Any:
     """A field value fit for a log line: secrets by name masked, strings scrubbed, bounded."""
-    if _SECRET_KEY.search(key):
+    if _names_secret(key):
         return REDACTED
     if isinstance(value, Mapping):
         return {str(k): redact(str(k), v) for k, v in value.items()}
@@ -86,19 +116,53 @@ def redact(key: str, value: Any) -> Any:
         return [redact(key, v) for v in value]
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    text = redact_text(str(value))
-    return text if len(text) <= _MAX_FIELD_CHARS else text[:_MAX_FIELD_CHARS] + "…"
+    return redact_field_text(str(value))
+
+
+def log_redacted(
+    logger: logging.Logger, level: int, message: str, fields: Mapping[str, Any]
+) -> None:
+    """Log a line whose message and fields the caller built from text the service formats
+    itself and text it passed through `redact_field_text` / `redact`: no handler scans them
+    again. Only for lines on the hot path whose every field is known (the access line)."""
+    logger.log(level, message, extra={**fields, _PRE_REDACTED: True})
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=str)
+_second_text: tuple[int, str] = (-1, "")
+
+
+def _timestamp(created: float) -> str:
+    """ISO 8601 in UTC to the millisecond; the text of the second is kept between lines."""
+    global _second_text
+    second = int(created)
+    if _second_text[0] != second:
+        _second_text = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    millis = min(int((created - second) * 1000), 999)
+    return f"{_second_text[1]}.{millis:03d}+00:00"
+
+
+def _encoded(line: dict[str, Any]) -> str:
+    try:
+        return _ENCODER.encode(line).decode("utf-8")
+    except (UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
+        # must not make the line itself invalid UTF-8: each becomes "?".
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: time, level, logger, message, request id, extra fields."""
 
     def format(self, record: logging.LogRecord) -> str:
+        pre_redacted = record.__dict__.get(_PRE_REDACTED, False)
+        message = record.getMessage()
         line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "time": _timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": redact_text(record.getMessage()),
+            "message": message if pre_redacted else redact_text(message),
         }
         request_id = CURRENT_REQUEST_ID.get()
         if request_id is not None:
@@ -108,17 +172,14 @@ class JsonFormatter(logging.Formatter):
             line["trace_id"], line["span_id"] = traced
         for key, value in record.__dict__.items():
             if key not in _RECORD_ATTRS and not key.startswith("_"):
-                line[key] = redact(key, value)
+                line[key] = value if pre_redacted else redact(key, value)
         if record.exc_info and record.exc_info[0] is not None:
             exc_type, exc, tb = record.exc_info
             line["error"] = {
                 "type": exc_type.__name__,
                 "stack": redact_text("".join(traceback.format_exception(exc_type, exc, tb))),
             }
-        text = json.dumps(line, ensure_ascii=False, default=str)
-        # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
-        # must not make the line itself invalid UTF-8: each becomes "?".
-        return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+        return _encoded(line)
 
 
 class Redaction(logging.Filter):
@@ -127,6 +188,8 @@ class Redaction(logging.Filter):
     one info line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.__dict__.get(_PRE_REDACTED, False):
+            return True
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError) and 400 <= exc.code < 500:
             record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)

@@ -12,6 +12,11 @@ HTTP metrics still count every request.
 
 The access line's `client` is the client's address (service/edge/client_address.py: behind
 a trusted proxy, read from its forwarding header).
+
+The line is built, not scanned: the text a client or a dependency controls (the method,
+the path, the user agent, the OAuth client's id, annotations) is redacted field by field,
+and what the service formats itself (route, status, numbers, the parsed address, ids it
+minted) goes in as it is (`log_redacted`, service/observability/logs.py).
 """
 
 from __future__ import annotations
@@ -33,7 +38,13 @@ from service.edge import headers as h
 from service.edge.client_address import client_address
 from service.edge.paths import LIVEZ_PATH, READYZ_PATH
 from service.edge.request_ids import new_request_id
-from service.observability.logs import CURRENT_REQUEST_ID, LOG_FIELDS
+from service.observability.logs import (
+    CURRENT_REQUEST_ID,
+    LOG_FIELDS,
+    log_redacted,
+    redact,
+    redact_field_text,
+)
 
 if TYPE_CHECKING:
     from service.observability.metrics.app_metrics import Metrics
@@ -47,6 +58,8 @@ _INCOMING_ID = re.compile(r"^[A-Za-z0-9-]{8,64}$")
 _PROBES = frozenset({LIVEZ_PATH, READYZ_PATH})
 REFUSED_STATUSES = frozenset({401, 403, 429})
 REFUSAL_LINES_PER_SECOND = 20
+# Methods aiohttp parses as any token: these are logged as they are, others redacted.
+_KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def _request_id_for(request: web.Request) -> str:
@@ -133,26 +146,31 @@ def _log_access(
         level = logging.DEBUG
     if not ACCESS.isEnabledFor(level):
         return
+    method = request.method
+    if method not in _KNOWN_METHODS:
+        method = redact_field_text(method)
+    path = redact_field_text(request.path)  # never the query string: it can carry codes
+    user_agent = request.headers.get("User-Agent", "")[:200]
     fields: dict[str, Any] = {
         "event": "http_request",
-        "method": request.method,
-        "path": request.path,  # never the query string: it can carry codes and tokens
+        "method": method,
+        "path": path,
         "route": route,
         "status": status,
         "duration_ms": round(seconds * 1000, 2),
         "response_bytes": _response_bytes(response),
         "client": client_address(request),
-        "user_agent": request.headers.get("User-Agent", "")[:200] or None,
+        "user_agent": redact_field_text(user_agent) if user_agent else None,
     }
     caller = request.get(CALLER)
     if caller is not None:
         fields["account_id"] = str(caller.account_id)
         fields["approval_id"] = str(caller.approval_id)
-        fields["client_id"] = caller.client_id
+        fields["client_id"] = redact_field_text(caller.client_id)
     annotations = request.get(LOG_FIELDS)
     if annotations:
-        fields.update(annotations)
-    ACCESS.log(level, "%s %s %d", request.method, request.path, status, extra=fields)
+        fields.update({key: redact(key, value) for key, value in annotations.items()})
+    log_redacted(ACCESS, level, f"{method} {path} {status}", fields)
 
 
 class RefusalSampler:
