@@ -7,16 +7,19 @@ against the SDK and the same-answer ceiling (tests/bench/ceiling_bench.py), with
 in-flight limit beside fixed caps at 4× overload), the pooler line
 (tests/bench/pooler_bench.py: through PgBouncer next to direct), the tracing line
 (tests/bench/tracing_bench.py: off, 1% and 100% sampled, interleaved), the fleet line
-(tests/bench/fleet_bench.py: simulated replicas' limiters on a 3-master Redis Cluster), then
-the admission limiter's own benchmark (tests/bench/limits_bench.py).
+(tests/bench/fleet_bench.py: simulated replicas' limiters on a 3-master Redis Cluster), CPU a
+call as shipped (tests/bench/profiles_bench.py: ours in the shipped and the quiet profile,
+the peers as they ship and the same-answer ceiling, each pinned alone on one core, judged
+against issue 40's targets), then the admission limiter's own benchmark
+(tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
                           [--ceiling-only] [--flood-only] [--baseline-only] [--pooler-only]
                           [--tracing-only] [--overload-only] [--growth-only]
-                          [--sessions-only] [--skip-ceiling] [--skip-floods]
+                          [--sessions-only] [--profiles-only] [--skip-ceiling] [--skip-floods]
                           [--skip-overload] [--skip-pooler] [--skip-tracing] [--skip-limits]
-                          [--skip-growth] [--skip-sessions]
+                          [--skip-growth] [--skip-sessions] [--skip-profiles]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
@@ -44,6 +47,7 @@ from tests.bench import (
     growth_bench,
     overload_bench,
     pooler_bench,
+    profiles_bench,
     scale,
     sessions_bench,
     tracing_bench,
@@ -59,6 +63,7 @@ SECTIONS = (
     "growth",
     "sessions",
     "fleet",
+    "profiles",
 )
 
 
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-growth", action="store_true", help="skip the growth table")
     parser.add_argument("--skip-sessions", action="store_true", help="skip the session path")
     parser.add_argument("--skip-fleet", action="store_true", help="skip the Cluster fleet line")
+    parser.add_argument("--skip-profiles", action="store_true", help="skip CPU a call as shipped")
     args = parser.parse_args(argv)
     only = {s for s in SECTIONS if getattr(args, f"{s}_only")}
     if "baseline" in only and not args.baseline:
@@ -108,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "growth": not args.skip_growth,
         "sessions": not args.skip_sessions,
         "fleet": not args.skip_fleet,
+        "profiles": not args.skip_profiles,
     }
     if only:
         wanted = {s: s in only for s in SECTIONS}
@@ -122,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         "pooler": lambda: pooler_bench.main(settings),
         "tracing": lambda: tracing_bench.main(settings),
         "fleet": lambda: fleet_bench.report(5.0 if args.quick else 15.0),
+        "profiles": lambda: profiles_bench.main(settings, args.rounds or profiles_bench.ROUNDS),
     }
     parts += [run() for name, run in runs.items() if wanted[name]]
     report = "\n".join(parts)

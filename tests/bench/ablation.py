@@ -2,7 +2,8 @@
 against our service with parts switched off, next to the bare ceiling, in interleaved
 rounds (a diagnostic for the next engineer; not part of `make bench`).
 
-    python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [--callgrind] [VARIANT ...]
+    python -m tests.bench.ablation [--quick] [--rounds N] [--calls N] [--callgrind]
+                                   [--profile quiet|shipped] [VARIANT ...]
 
 A variant is `base` (the service as shipped), `bare` (the rows without MCP:
 tests/bench/reference.py), `same` (the same-answer ceiling, our exact bytes:
@@ -310,6 +311,7 @@ def measure(
     opcodes: bool = False,
     connections: int = 16,
     redis_delay_ms: float = 0.0,
+    profile: str = "quiet",
 ) -> str:
     from tests.bench import scale
     from tests.bench.servers import CpuAccount, job, load, running, service_env
@@ -320,7 +322,9 @@ def measure(
     logs = Path(tempfile.mkdtemp(prefix="elova-ablation-"))
     results: dict[str, list[tuple[float, float, float, float, float]]] = {v: [] for v in variants}
     with _redis_url(redis_delay_ms, logs) as redis_url:
-        env = service_env(data.dsn, cfg.port, redis_url, new_redis_prefix(), cfg.signing_key_pem)
+        env = service_env(
+            data.dsn, cfg.port, redis_url, new_redis_prefix(), cfg.signing_key_pem, profile
+        )
         if callgrind:  # ~50x slower there: a Redis reply must not outlast the client's timeout
             env["ELOVA_REDIS_TIMEOUT_MS"] = "10000"
         for number in range(rounds):
@@ -375,7 +379,7 @@ def measure(
                 if opcodes:
                     _print_opcodes(counted_ops, done.completed)
     lines = [
-        f"{rounds} rounds of {calls} calls on {connections} connections, "
+        f"{rounds} rounds of {calls} calls on {connections} connections, {profile} profile, "
         f"{data.executions:,} executions"
         + (f", Redis {redis_delay_ms} ms away each way" if redis_delay_ms else ""),
         "",
@@ -434,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--callgrind", action="store_true", help="count instructions too")
     parser.add_argument(
+        "--profile", choices=("quiet", "shipped"), default="quiet",
+        help="our server's settings (tests/bench/servers.py)",
+    )  # fmt: skip
+    parser.add_argument(
         "--syscalls", action="store_true", help="count system calls too (strace -c)"
     )
     parser.add_argument("--perf", action="store_true", help="sample CPU time too (perf record)")
@@ -461,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             opcodes=args.opcodes,
             connections=args.connections,
             redis_delay_ms=args.redis_delay_ms,
+            profile=args.profile,
         )
     )
     return 0

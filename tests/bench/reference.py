@@ -23,8 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import asyncpg
@@ -77,7 +78,11 @@ def run_sdk(port: int, dsn: str) -> None:
     from mcp.server.mcpserver import MCPServer
 
     pools = Pool(dsn)
-    server: MCPServer[Any] = MCPServer("elova-reference", log_level="WARNING")
+    # BENCH_PEER_PROFILE=shipped: the SDK's and uvicorn's default logging (INFO, an access
+    # line a request), as it ships (tests/bench/profiles_bench.py); else warnings only.
+    shipped = os.environ.get("BENCH_PEER_PROFILE") == "shipped"
+    level: Literal["INFO", "WARNING"] = "INFO" if shipped else "WARNING"
+    server: MCPServer[Any] = MCPServer("elova-reference", log_level=level)
 
     @server.tool()
     async def get_many_executions(workspaceId: str, limit: int = 50) -> dict[str, Any]:
@@ -86,7 +91,9 @@ def run_sdk(port: int, dsn: str) -> None:
         return {"workspaceId": workspaceId, "executions": msgspec.to_builtins(rows)}
 
     app = server.streamable_http_app(json_response=True, stateless_http=True, host="127.0.0.1")
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level=level.lower(), access_log=shipped
+    )
     asyncio.run(uvicorn.Server(config).serve())
 
 

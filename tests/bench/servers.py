@@ -1,8 +1,12 @@
 """The processes a benchmark runs: our service (`elova-mcp serve`, one replica), the two
 reference servers, and the load generator; plus the RSS sampler of a server process.
 
-Every server listens on a free 127.0.0.1 port, gets the same database pool size, logs only
-warnings (the measurement is of serving, not of logging), and is stopped with SIGTERM.
+Every server listens on a free 127.0.0.1 port, gets the same database pool size, writes its
+stdout and stderr to a file (as a log collector reads them) and is stopped with SIGTERM.
+Ours runs in one of two profiles: `quiet` (warnings only, the audit trail to a file of its
+own: serving without the request log) or `shipped` (every setting at its default but what
+the run needs: database, Redis, key, port, pool size, and limits raised so that nothing
+refuses; so INFO access lines and the audit trail on stdout).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -59,8 +64,20 @@ class Server:
         return self.process.pid
 
 
-def service_env(dsn: str, port: int, redis_url: str, prefix: str, key_pem: bytes) -> dict[str, str]:
-    env = dict(os.environ)
+QUIET, SHIPPED = "quiet", "shipped"
+# Settings a profile leaves at their default even when this process's environment has them.
+_PROFILE_SETTINGS = ("ELOVA_LOG_LEVEL", "ELOVA_AUDIT_SINK")
+
+
+def service_env(
+    dsn: str, port: int, redis_url: str, prefix: str, key_pem: bytes, profile: str = QUIET
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _PROFILE_SETTINGS}
+    if profile == QUIET:
+        audit = Path(tempfile.gettempdir()) / f"elova-bench-audit-{port}.log"
+        env.update({"ELOVA_LOG_LEVEL": "WARNING", "ELOVA_AUDIT_SINK": f"file:{audit}"})
+    elif profile != SHIPPED:
+        raise ValueError(f"unknown profile {profile!r}")
     env.update(
         {
             "ELOVA_DATABASE_URL": dsn,
@@ -72,7 +89,6 @@ def service_env(dsn: str, port: int, redis_url: str, prefix: str, key_pem: bytes
             "ELOVA_PUBLIC_URL": f"http://127.0.0.1:{port}",
             "ELOVA_DB_POOL_MIN": POOL_SIZE,
             "ELOVA_DB_POOL_MAX": POOL_SIZE,
-            "ELOVA_LOG_LEVEL": "WARNING",
             **RAISED_LIMITS,
         }
     )

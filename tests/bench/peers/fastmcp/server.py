@@ -77,6 +77,9 @@ def main() -> int:
     args = parser.parse_args()
     mcp = build(args.dsn, os.environ["PEER_PAGE_STATEMENT"])
     app = mcp.http_app(path="/mcp", stateless_http=True, json_response=True)
+    # BENCH_PEER_PROFILE=shipped: uvicorn's defaults (INFO, an access line a request), as
+    # `fastmcp run` serves; otherwise warnings only (tests/bench/profiles_bench.py).
+    shipped = os.environ.get("BENCH_PEER_PROFILE") == "shipped"
     uvicorn.run(
         app,
         host="127.0.0.1",
@@ -84,8 +87,8 @@ def main() -> int:
         workers=1,
         loop="uvloop",
         http="httptools",
-        log_level="warning",
-        access_log=False,
+        log_level="info" if shipped else "warning",
+        access_log=shipped,
     )
     return 0
 

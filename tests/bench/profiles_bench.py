@@ -1,0 +1,272 @@
+"""CPU a call, as shipped: `python -m tests.bench --profiles-only` (a section of `make bench`).
+
+Ours runs in the shipped profile (every setting at its default but database, Redis, key,
+port, pool size and limits raised so that nothing refuses: INFO access lines and the audit
+trail on stdout, written to a file as a log collector reads them) and in the quiet one
+(WARNING, the audit trail to a file), beside the peers as they ship (the official Python
+SDK and FastMCP under uvicorn with its access log on, the TypeScript SDK server as its
+example runs) and the same-answer ceiling (tests/bench/same_answer.py), all answering the
+same `tools/call get_many_executions` first page.
+
+The judged figure is CPU a call: the server process's user + system CPU over the measured
+window (/proc/<pid>/stat before and after) divided by the calls it answered, plus, for ours,
+the CPU of a redis-server of its own (Redis is part of our contract; the peers and the
+ceiling have none). Pinned: the server under test alone on core 1, the load generator and
+that redis-server on core 0 (`taskset`); PostgreSQL is the machine's and not pinned. Every
+round starts each server afresh, warms it, then measures; rounds are interleaved (the order
+reversed every other round). Req/s is printed as information: on 2 shared cores it says
+more about the machine than the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import msgspec
+
+from tests.bench import peers, scenarios
+from tests.bench.ceiling_bench import PEER_EXPECT
+from tests.bench.loadgen import Job, Request, Result
+from tests.bench.same_answer import TOOL
+from tests.bench.scale import Settings, prepare
+from tests.bench.servers import QUIET, ROOT, SHIPPED, free_port, job, python, running, service_env
+from tests.support.services import new_redis_prefix
+
+SERVER_CORE, LOAD_CORE = "1", "0"
+ROUNDS = 5
+EXPECT = '"isError":false'
+PEER_PROFILE_VARIABLE = "BENCH_PEER_PROFILE"  # "shipped": a peer logs as it ships
+
+OURS_SHIPPED = "ours, shipped"
+OURS_QUIET = "ours, quiet"
+SDK = "Python SDK"
+CEILING = "same-answer ceiling"
+# Server CPU a call of the peer ÷ ours shipped (server + Redis): at least this (issue 40).
+PEER_TARGETS = {"TypeScript SDK": 2.0, SDK: 3.5, "FastMCP": 3.5}
+CEILING_TARGET = 1.30  # ours shipped (server + Redis) ÷ the ceiling, at most
+QUIET_TARGET = 1.10  # ours shipped ÷ ours quiet, at most
+
+
+@dataclasses.dataclass(frozen=True)
+class Contender:
+    name: str
+    argv: list[str]
+    port: int
+    request: Callable[[], Request]
+    expect: str
+    uses_redis: bool = False
+    profile: str = QUIET
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    server_ms: float  # server CPU a call
+    redis_ms: float  # our redis-server's CPU a call (0 for a server without Redis)
+    rps: float
+    p50_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.server_ms + self.redis_ms
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (its threads included)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pinned(core: str, argv: list[str]) -> list[str]:
+    return ["taskset", "-c", core, *argv]
+
+
+def pinned_load(work: Job) -> Result:
+    """The load generator as a process of its own, on the load core."""
+    done = subprocess.run(
+        pinned(LOAD_CORE, python("-m", "tests.bench.loadgen")),
+        cwd=ROOT,
+        input=msgspec.json.encode(work),
+        capture_output=True,
+        timeout=work.warmup_seconds + work.duration_seconds + 120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"load generator failed: {done.stderr.decode()[-2000:]}")
+    return msgspec.json.decode(done.stdout, type=Result)
+
+
+@contextlib.contextmanager
+def private_redis(logs: Path) -> Iterator[tuple[str, int]]:
+    """A redis-server of our own on the load core (no persistence): its URL and pid."""
+    port = free_port()
+    command = pinned(LOAD_CORE, ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                                 "--save", "", "--appendonly", "no"])  # fmt: skip
+    with running("redis", command, port, dict(os.environ), logs) as server:
+        yield f"redis://127.0.0.1:{port}/0", server.pid
+
+
+def measure(
+    who: Contender, env: dict[str, str], logs: Path, redis_pid: int, seconds: float,
+    connections: int,
+) -> Run:  # fmt: skip
+    with running("profiles", pinned(SERVER_CORE, who.argv), who.port, env, logs) as server:
+        requests = [who.request()]
+        pinned_load(job(who.port, requests, concurrency=connections, warmup_seconds=1.5,
+                        duration_seconds=0.5, expect=who.expect))  # fmt: skip
+        server_before, redis_before = cpu_seconds(server.pid), cpu_seconds(redis_pid)
+        result = pinned_load(job(who.port, requests, concurrency=connections,
+                                 warmup_seconds=0.0, duration_seconds=seconds,
+                                 expect=who.expect))  # fmt: skip
+        server_used = cpu_seconds(server.pid) - server_before
+        redis_used = cpu_seconds(redis_pid) - redis_before
+    if result.errors:
+        raise RuntimeError(f"{who.name}: {result.errors} errors: {result.first_error[:300]}")
+    calls = max(result.completed, 1)
+    redis_ms = 1000 * redis_used / calls if who.uses_redis else 0.0
+    return Run(1000 * server_used / calls, redis_ms, result.rps, result.p50_ms)
+
+
+def _contenders(
+    dsn: str, port: int, ours_request: Callable[[], Request], ws: object, approval: str
+) -> list[Contender]:
+    sdk_call: Callable[[], Request] = lambda: scenarios.sdk_call(ws)  # type: ignore[arg-type]  # noqa: E731
+    serve = python("-m", "service", "serve")
+    found = [
+        Contender(OURS_SHIPPED, serve, port, ours_request, EXPECT, True, SHIPPED),
+        Contender(OURS_QUIET, serve, port, ours_request, EXPECT, True, QUIET),
+    ]
+    sdk_port = free_port()
+    found.append(Contender(
+        SDK, python("-m", "tests.bench.reference", "sdk", "--port", str(sdk_port), "--dsn", dsn),
+        sdk_port, sdk_call, EXPECT,
+    ))  # fmt: skip
+    absent = peers.missing()
+    for peer in peers.PEERS:
+        if peer not in absent:
+            peer_port = free_port()
+            found.append(
+                Contender(
+                    peer.short, peer.command(peer_port, dsn), peer_port, sdk_call, PEER_EXPECT
+                )  # fmt: skip
+            )
+    ceiling_port = free_port()
+    found.append(Contender(
+        CEILING,
+        python("-m", "tests.bench.same_answer", "--port", str(ceiling_port), "--dsn", dsn,
+               "--approval", approval),
+        ceiling_port, ours_request, EXPECT,
+    ))  # fmt: skip
+    return found
+
+
+def _spread(values: list[float], digits: int = 3) -> str:
+    return (f"{statistics.median(values):.{digits}f} "
+            f"({min(values):.{digits}f}–{max(values):.{digits}f})")  # fmt: skip
+
+
+def _ratio_row(label: str, ratios: list[float], target: str, met: bool) -> str:
+    by_round = ", ".join(f"{r:.2f}" for r in ratios)
+    verdict = "yes" if met else "**no**"
+    return f"| {label} | **{statistics.median(ratios):.2f}×** ({by_round}) | {target} | {verdict} |"
+
+
+def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections: int,
+           executions: int, absent: list[str]) -> str:  # fmt: skip
+    lines = [
+        f"## CPU a call as shipped: `tools/call {TOOL}` (first page, {scenarios.PAGE} rows), "
+        f"{connections} connections, {rounds} interleaved rounds of {seconds:.0f} s, "
+        f"{executions:,} executions",
+        "",
+        "Each server alone on core 1; the load generator and our redis-server on core 0; "
+        "PostgreSQL unpinned. CPU a call: the process's user + system CPU over the measured "
+        "window ÷ calls answered; median (min–max) of the rounds.",
+    ]
+    if absent:
+        lines.append(f"Left out, not installed here ({peers.INSTALL}): {', '.join(absent)}.")
+    lines += [
+        "",
+        "| server | CPU a call, ms | our Redis ms | server + Redis ms | req/s | p50 ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, done in runs.items():
+        lines.append(
+            f"| {name} | {_spread([r.server_ms for r in done])} "
+            f"| {_spread([r.redis_ms for r in done])} | {_spread([r.total_ms for r in done])} "
+            f"| {statistics.median(r.rps for r in done):.0f} "
+            f"| {statistics.median(r.p50_ms for r in done):.2f} |"
+        )
+    shipped = [r.total_ms for r in runs[OURS_SHIPPED]]
+    lines += ["", "| figure (per round, median first) | ratio | target | met |",
+              "| --- | ---: | ---: | :-: |"]  # fmt: skip
+    for name, target in PEER_TARGETS.items():
+        if name in runs:
+            ratios = [r.total_ms / o for r, o in zip(runs[name], shipped, strict=True)]
+            met = statistics.median(ratios) >= target
+            lines.append(_ratio_row(f"{name} CPU a call ÷ ours shipped (server + Redis)",
+                                    ratios, f"≥ {target:.1f}×", met))  # fmt: skip
+    for label, other, target in (
+        ("ours shipped (server + Redis) ÷ same-answer ceiling", CEILING, CEILING_TARGET),
+        ("ours shipped ÷ ours quiet (server + Redis)", OURS_QUIET, QUIET_TARGET),
+    ):
+        ratios = [o / r.total_ms for o, r in zip(shipped, runs[other], strict=True)]
+        met = statistics.median(ratios) <= target
+        lines.append(_ratio_row(label, ratios, f"≤ {target:.2f}", met))
+    return "\n".join(lines) + "\n"
+
+
+async def run(settings: Settings, rounds: int = ROUNDS) -> str:
+    if shutil.which("taskset") is None or shutil.which("redis-server") is None:
+        return "## CPU a call as shipped\n\nLeft out: needs `taskset` and `redis-server`.\n"
+    seconds = min(settings.duration, 8.0)
+    data, cfg, access = await prepare(settings)
+    logs = Path(tempfile.mkdtemp(prefix="elova-profiles-"))
+    ws = access.workspace_id
+    arguments = {"workspaceId": str(ws), "limit": scenarios.PAGE}
+
+    def ours_request() -> Request:  # a fresh token a run: they live five minutes
+        return scenarios.tool_call(access.token(), TOOL, arguments)
+
+    contenders = _contenders(data.dsn, cfg.port, ours_request, ws, str(access.caller.approval_id))
+    runs: dict[str, list[Run]] = {c.name: [] for c in contenders}
+    with private_redis(logs) as (redis_url, redis_pid):
+        envs = {}
+        for profile in (SHIPPED, QUIET):
+            env = service_env(data.dsn, cfg.port, redis_url, new_redis_prefix(),
+                              cfg.signing_key_pem, profile)  # fmt: skip
+            env[peers.STATEMENT_VARIABLE] = peers.statement()
+            env[PEER_PROFILE_VARIABLE] = SHIPPED
+            envs[profile] = env
+        for number in range(rounds):
+            order = contenders if number % 2 == 0 else contenders[::-1]
+            for who in order:
+                print(f"profiles: {who.name}, round {number + 1} …", file=sys.stderr, flush=True)
+                done = measure(who, envs[who.profile], logs, redis_pid, seconds,
+                               settings.concurrency)  # fmt: skip
+                runs[who.name].append(done)
+                time.sleep(0.2)
+    shutil.rmtree(logs, ignore_errors=True)
+    absent = [p.short for p in peers.missing()]
+    return report(runs, rounds, seconds, settings.concurrency, data.executions, absent)
+
+
+def main(settings: Settings, rounds: int = ROUNDS) -> str:
+    return asyncio.run(run(settings, rounds))
+
+
+if __name__ == "__main__":
+    from tests.bench import scale
+
+    quick = "--quick" in sys.argv
+    sys.stdout.write(main(scale.QUICK if quick else scale.FULL, 2 if quick else ROUNDS))
