@@ -10,16 +10,19 @@ in-flight limit beside fixed caps at 4× overload), the pooler line
 (tests/bench/fleet_bench.py: simulated replicas' limiters on a 3-master Redis Cluster), CPU a
 call as shipped (tests/bench/profiles_bench.py: ours in the shipped and the quiet profile,
 the peers as they ship and the same-answer ceiling, each pinned alone on one core, judged
-against issue 40's targets), then the admission limiter's own benchmark
+against issue 40's targets), refusals against a same-work floor
+(tests/bench/refusal_floor.py), then the admission limiter's own benchmark
 (tests/bench/limits_bench.py).
 
     python -m tests.bench [--quick] [--rebuild] [--profile] [--concurrency N]
                           [--duration S] [--rounds N] [--output FILE] [--baseline COMMIT]
                           [--ceiling-only] [--flood-only] [--baseline-only] [--pooler-only]
                           [--tracing-only] [--overload-only] [--growth-only]
-                          [--sessions-only] [--profiles-only] [--skip-ceiling] [--skip-floods]
+                          [--sessions-only] [--profiles-only] [--floor-only]
+                          [--skip-ceiling] [--skip-floods]
                           [--skip-overload] [--skip-pooler] [--skip-tracing] [--skip-limits]
                           [--skip-growth] [--skip-sessions] [--skip-profiles]
+                          [--skip-floor]
 
 `--quick` uses a 200k-execution data set and short runs (for development); the default is
 ten million executions (generated once into `elova_bench`, reused by later runs;
@@ -48,6 +51,7 @@ from tests.bench import (
     overload_bench,
     pooler_bench,
     profiles_bench,
+    refusal_floor,
     scale,
     sessions_bench,
     tracing_bench,
@@ -64,6 +68,7 @@ SECTIONS = (
     "sessions",
     "fleet",
     "profiles",
+    "floor",
 )
 
 
@@ -94,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sessions", action="store_true", help="skip the session path")
     parser.add_argument("--skip-fleet", action="store_true", help="skip the Cluster fleet line")
     parser.add_argument("--skip-profiles", action="store_true", help="skip CPU a call as shipped")
+    parser.add_argument("--skip-floor", action="store_true", help="skip the same-work floor")
     args = parser.parse_args(argv)
     only = {s for s in SECTIONS if getattr(args, f"{s}_only")}
     if "baseline" in only and not args.baseline:
@@ -115,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "sessions": not args.skip_sessions,
         "fleet": not args.skip_fleet,
         "profiles": not args.skip_profiles,
+        "floor": not args.skip_floor,
     }
     if only:
         wanted = {s: s in only for s in SECTIONS}
@@ -130,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "tracing": lambda: tracing_bench.main(settings),
         "fleet": lambda: fleet_bench.report(5.0 if args.quick else 15.0),
         "profiles": lambda: profiles_bench.main(settings, args.rounds or profiles_bench.ROUNDS),
+        "floor": lambda: refusal_floor.main(settings, args.rounds or refusal_floor.ROUNDS),
     }
     parts += [run() for name, run in runs.items() if wanted[name]]
     report = "\n".join(parts)

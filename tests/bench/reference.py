@@ -31,6 +31,7 @@ from uuid import UUID
 import asyncpg
 import msgspec
 from aiohttp import web
+from multidict import CIMultiDict
 
 from service.cli.serve import event_loop_factory, tune_gc
 from service.store.db import reset_when_needed
@@ -156,7 +157,50 @@ def run_refusal(port: int, dsn: str) -> None:
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=loop)
 
 
-RUN = {"sdk": run_sdk, "bare": run_bare, "refusal": run_refusal}
+# The same-work floor's answer (tests/bench/refusal_floor.py): JSON of `Answer`.
+ANSWER_VARIABLE = "BENCH_FLOOR_ANSWER"
+
+
+class Answer(msgspec.Struct):
+    """Our server's answer to one request, byte for byte but the request id."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: str
+
+
+def same_work_app(answer: Answer) -> web.Application:
+    """The same-work floor: reads the body and the JSON-RPC envelope as our transport does
+    (service.mcp.envelope.parse), mints a request id, and sends our exact refusal."""
+    from service.edge.request_ids import new_request_id
+    from service.mcp.envelope import parse
+
+    body = answer.body.encode("utf-8")
+    # aiohttp writes these itself; the request id is minted for each answer.
+    own = {"content-length", "date", "server", "x-request-id"}
+    fixed = [(k, v) for k, v in answer.headers if k.lower() not in own]
+
+    async def handle(request: web.Request) -> web.Response:
+        parse(await request.read(), request.headers)
+        headers = CIMultiDict(fixed)
+        headers["X-Request-Id"] = new_request_id()
+        return web.Response(body=body, status=answer.status, headers=headers)
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    return app
+
+
+def run_same_work(port: int, dsn: str) -> None:
+    answer = msgspec.json.decode(os.environ[ANSWER_VARIABLE], type=Answer)
+    app = same_work_app(answer)
+    tune_gc()
+    loop_factory = event_loop_factory()
+    loop = loop_factory() if loop_factory is not None else None
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, loop=loop)
+
+
+RUN = {"sdk": run_sdk, "bare": run_bare, "refusal": run_refusal, "samework": run_same_work}
 
 
 def main() -> int:
