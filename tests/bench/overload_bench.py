@@ -139,10 +139,12 @@ def server_latencies(log: Path, since: float) -> tuple[float, float]:
     """p50 and p99 (ms) of the answered tools calls the access log holds from `since` on."""
     durations = []
     for raw in log.read_text(errors="replace").splitlines():
-        if '"elova.access"' not in raw or '"status":200' not in raw:
+        if '"elova.access"' not in raw:
             continue
         line = json.loads(raw)
-        if line.get("path") == "/mcp" and datetime.fromisoformat(line["time"]).timestamp() >= since:
+        if line.get("status") != 200 or line.get("path") != "/mcp":
+            continue
+        if datetime.fromisoformat(line["time"]).timestamp() >= since:
             durations.append(float(line["duration_ms"]))
     if not durations:
         return float("nan"), float("nan")
