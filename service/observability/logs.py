@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-import msgspec
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
@@ -128,7 +127,9 @@ def log_redacted(
     logger.log(level, message, extra={**fields, _PRE_REDACTED: True})
 
 
-_ENCODER = msgspec.json.Encoder(enc_hook=str)
+# Built once (json.dumps with these options builds an encoder a line); the line's text is
+# what json.dumps gives, ", " and ": " included, so what reads the logs reads them as before.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 _second_text: tuple[int, str] = (-1, "")
 
 
@@ -143,13 +144,10 @@ def _timestamp(created: float) -> str:
 
 
 def _encoded(line: dict[str, Any]) -> str:
-    try:
-        return _ENCODER.encode(line).decode("utf-8")
-    except (UnicodeEncodeError, TypeError, ValueError, OverflowError):
-        # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
-        # must not make the line itself invalid UTF-8: each becomes "?".
-        text = json.dumps(line, ensure_ascii=False, default=str)
-        return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+    text = _ENCODER.encode(line)
+    # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
+    # must not make the line itself invalid UTF-8: each becomes "?".
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 class JsonFormatter(logging.Formatter):
