@@ -1,5 +1,17 @@
 # One target does what CI does: `make test`. `make run` starts a demo service from nothing.
-PYTHON ?= python3.11
+
+# A supported Python (pyproject's requires-python: 3.11, 3.12, 3.13), newest first: python3.X
+# on PATH if it runs (a pyenv shim for a version not selected does not), else pyenv's own
+# copy. `make PYTHON=/path/to/python3.12 ...` chooses one. 3.13 is the image's and CI's
+# default (docs/decisions/tooling.md, "Python versions").
+SUPPORTED_PYTHONS := 3.13 3.12 3.11
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for v in $(SUPPORTED_PYTHONS); do \
+	for c in python$$v $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v*/bin/python$$v \
+		2>/dev/null | sort -V -r); do \
+	"$$c" -c '' >/dev/null 2>&1 && { echo "$$c"; exit 0; }; done; done)
+endif
+PY_SUPPORTED := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
 VENV   := .venv
 BIN    := $(VENV)/bin
 
@@ -9,10 +21,14 @@ LOCK_FLAGS ?=
 LOCK := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 \
 	--custom-compile-command 'make lock' $(LOCK_FLAGS)
 
-.PHONY: install lock run test check lint typecheck bench soak tools clean
+.PHONY: install python-check lock run test check lint typecheck bench soak tools clean
 
 # Dependencies come from the dev lockfile only; the project itself adds none (--no-deps).
+# A .venv made by another Python version is made anew.
 $(VENV)/.installed: pyproject.toml requirements/dev.txt
+	@$(MAKE) --no-print-directory python-check
+	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -V 2>&1 | cut -d. -f1,2)" != \
+		"$$($(PYTHON) -V 2>&1 | cut -d. -f1,2)" ]; then $(PYTHON) -m venv --clear $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements/dev.txt
@@ -20,6 +36,12 @@ $(VENV)/.installed: pyproject.toml requirements/dev.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+python-check:
+	@test -n "$(PYTHON)" && "$(PYTHON)" -c '$(PY_SUPPORTED)' 2>/dev/null || { echo \
+		"elova-mcp needs Python 3.11, 3.12 or 3.13 (3.13 preferred; found: $(or $(PYTHON),none)):" \
+		"install one (python.org, your package manager or pyenv), or make PYTHON=/path/to/python3.13" \
+		>&2; exit 1; }
 
 $(BIN)/uv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

