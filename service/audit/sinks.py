@@ -125,22 +125,26 @@ class SocketSink:
 
     async def write(self, lines: bytes) -> None:
         try:
-            if self._writer is not None and self._connection_lost():
-                await self._drop()
-            if self._writer is None:
-                self._reader, self._writer = await asyncio.wait_for(
-                    self._connect(), CONNECT_SECONDS
-                )
-                if self._failed and self._recent:
-                    self._writer.write(b"".join(kept for _, kept in self._recent))
-                self._failed = False
-            self._writer.write(lines)
-            await self._writer.drain()
+            writer = await self._connection()
+            writer.write(lines)
+            await writer.drain()
         except (OSError, RuntimeError, TimeoutError) as err:
             # RuntimeError: uvloop's write to a transport that closed under it
             await self._drop()
             raise OSError(f"audit sink {self._cfg.sink}: {err!r}") from err
         self._keep(lines)
+
+    async def _connection(self) -> asyncio.StreamWriter:
+        """The open connection, or a new one (after a failure: with the recent lines resent)."""
+        if self._writer is not None and self._connection_lost():
+            await self._drop()
+        if self._writer is None:
+            connecting = asyncio.wait_for(self._connect(), CONNECT_SECONDS)
+            self._reader, self._writer = await connecting
+            if self._failed and self._recent:
+                self._writer.write(b"".join(kept for _, kept in self._recent))
+            self._failed = False
+        return self._writer
 
     def _keep(self, lines: bytes) -> None:
         now = self._clock()
