@@ -1,12 +1,19 @@
 """Where audit lines are written: stdout, an appended file, a unix or TCP stream socket.
 
 A sink takes a batch of whole lines and either writes all of it or raises OSError; the
-writer (service/audit/writer.py) keeps the batch and tries again, so a line is written at
-least once. The sinks that never wait (stdout, a file) also take a line with `write_now`,
-called from the request itself. A socket sink reconnects on the next try after a failure;
-a file sink appends to its path and reopens it when the path names another file (rotation
-by rename, as logrotate does it; copy-and-truncate works too: see docs/operations.md,
-Audit trail).
+writer (service/audit/writer.py) keeps the batch and tries again, backing off, so a line is
+written at least once. The sinks that never wait (stdout, a file) also take a line with
+`write_now`, called from the request itself. A file sink appends to its path and reopens it
+when the path names another file (rotation by rename, as logrotate does it; copy-and-truncate
+works too: see docs/operations.md, Audit trail).
+
+A socket sink reconnects on the next try after a failure (a refused connection, a reset, a
+collector that closed its end, uvloop's "transport closed"). A collector that dies takes with
+it what it had received but not yet stored, and the kernel accepts writes into a connection
+whose peer is already gone; so the sink keeps what it wrote in the last RESEND_SECONDS (at
+most RESEND_BYTES) and sends it again first on the connection that replaces a failed one: a
+line reaches a restarted collector at least once, possibly twice (deduplicate on the whole
+line). Lines are only ever sent whole, so a new connection never starts mid-line.
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
+from collections import deque
+from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from service.settings.audit import Audit
@@ -83,35 +93,79 @@ class FileSink:
             os.close(fd)
 
 
+# What a socket sink sends again after reconnecting: the lines it wrote this recently, at
+# most this much of them (a collector reads within milliseconds; a dead one is noticed at
+# the next write, within the writer's backoff of a second).
+RESEND_SECONDS = 5.0
+RESEND_BYTES = 8 * 1024 * 1024
+CONNECT_SECONDS = 5.0
+
+
 class SocketSink:
     """A stream socket to a local collector (unix path, or TCP host and port)."""
 
-    def __init__(self, cfg: Audit) -> None:
+    def __init__(self, cfg: Audit, clock: Callable[[], float] = time.monotonic) -> None:
         self._cfg = cfg
+        self._clock = clock
+        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._recent: deque[tuple[float, bytes]] = deque()  # (written at, lines)
+        self._recent_bytes = 0
+        self._failed = False  # a connection failed: the next one sends `_recent` first
 
-    async def _connect(self) -> asyncio.StreamWriter:
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._cfg.sink == "unix":
-            _, writer = await asyncio.open_unix_connection(self._cfg.target)
-        else:
-            _, writer = await asyncio.open_connection(self._cfg.target, self._cfg.port)
-        return writer
+            return await asyncio.open_unix_connection(self._cfg.target)
+        return await asyncio.open_connection(self._cfg.target, self._cfg.port)
+
+    def _connection_lost(self) -> bool:
+        """Whether the collector closed or reset the connection since the last write."""
+        assert self._reader is not None and self._writer is not None
+        return self._writer.is_closing() or self._reader.at_eof()
 
     async def write(self, lines: bytes) -> None:
         try:
-            if self._writer is None:
-                self._writer = await asyncio.wait_for(self._connect(), 5.0)
-            self._writer.write(lines)
-            await self._writer.drain()
-        except (OSError, TimeoutError) as err:
-            await self.close()
+            writer = await self._connection()
+            writer.write(lines)
+            await writer.drain()
+        except (OSError, RuntimeError, TimeoutError) as err:
+            # RuntimeError: uvloop's write to a transport that closed under it
+            await self._drop()
             raise OSError(f"audit sink {self._cfg.sink}: {err!r}") from err
+        self._keep(lines)
+
+    async def _connection(self) -> asyncio.StreamWriter:
+        """The open connection, or a new one (after a failure: with the recent lines resent)."""
+        if self._writer is not None and self._connection_lost():
+            await self._drop()
+        if self._writer is None:
+            connecting = asyncio.wait_for(self._connect(), CONNECT_SECONDS)
+            self._reader, self._writer = await connecting
+            if self._failed and self._recent:
+                self._writer.write(b"".join(kept for _, kept in self._recent))
+            self._failed = False
+        return self._writer
+
+    def _keep(self, lines: bytes) -> None:
+        now = self._clock()
+        self._recent.append((now, lines))
+        self._recent_bytes += len(lines)
+        while self._recent and (
+            self._recent[0][0] < now - RESEND_SECONDS or self._recent_bytes > RESEND_BYTES
+        ):
+            self._recent_bytes -= len(self._recent.popleft()[1])
+
+    async def _drop(self) -> None:
+        """Forget a failed connection; the next write opens a new one and resends."""
+        self._failed = True
+        await self.close()
 
     async def close(self) -> None:
+        self._reader = None
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close()
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, RuntimeError):
                 await writer.wait_closed()
 
 

@@ -210,8 +210,10 @@ async def test_tcp_sink_reconnects_to_a_restarted_collector() -> None:
             await sink.write(line)
             await asyncio.sleep(0.02)
     server = await asyncio.start_server(take, "127.0.0.1", port)
-    await sink.write(line)  # on a new connection
-    assert await until(2) == 2
+    await sink.write(line)  # on a new connection, after what was written just before the loss
+    # At least once: the lines written in the last seconds are sent again to the new
+    # collector (the old one may have lost them), so it may count more than the two sent.
+    assert await until(2) >= 2
     await sink.close()
     server.close()
     await server.wait_closed()
