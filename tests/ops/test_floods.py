@@ -10,7 +10,9 @@ import json
 import statistics
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
+import asyncpg
 import pytest
 from multidict import CIMultiDictProxy
 
@@ -84,23 +86,21 @@ async def test_shedding_starts_and_stops_with_loop_lag(start_app: StartApp) -> N
     assert (value(metrics, "elova_mcp_shed_requests_total", reason="loop_lag") or 0) >= 1
 
 
-async def test_shedding_at_the_in_flight_cap(start_app: StartApp, connect: Connect) -> None:
+async def test_shedding_at_the_in_flight_cap(
+    start_app: StartApp, connect: Connect, test_database: Any
+) -> None:
     client = await start_app(SHED_ADMISSION="fixed", SHED_MAX_INFLIGHT="1")
     overload = client.app[OVERLOAD]
-    # One request stays in flight: its chunked body never ends.
     assert client.port is not None
-    _, writer = await connect(client.port)
-    writer.write(
-        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        b'Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\n'
-    )
-    await writer.drain()
-    await until(lambda: overload.inflight == 1)
-    status, headers, body = await post_mcp(client)
-    assert_shed(status, headers, body)
-    async with client.get("/readyz") as ready:
-        assert ready.status == 200
-    writer.close()
+    # One request stays in flight: a registration waiting on a locked table (a request
+    # whose body is still coming is not in flight, issue 42).
+    async with held_in_flight(test_database.dsn, await connect(client.port)) as writer:
+        await until(lambda: overload.inflight == 1)
+        status, headers, body = await post_mcp(client)
+        assert_shed(status, headers, body)
+        async with client.get("/readyz") as ready:
+            assert ready.status == 200
+        writer.close()
     await until(lambda: overload.inflight == 0)
     assert (await post_mcp(client))[0] == 401
     metrics = await scrape(client)
@@ -147,6 +147,33 @@ async def connect() -> AsyncIterator[Callable[[int], Awaitable[Stream]]]:
 
 
 Connect = Callable[[int], Awaitable[Stream]]
+
+REGISTRATION = json.dumps(
+    {"redirect_uris": ["http://127.0.0.1:9/callback"], "client_name": "held"}
+).encode()
+
+
+@contextlib.asynccontextmanager
+async def held_in_flight(dsn: str, stream: Stream) -> AsyncIterator[asyncio.StreamWriter]:
+    """A request in flight for as long as the block runs: a whole POST /register on
+    `stream`, whose INSERT waits for a lock this holds on its table."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        lock = conn.transaction()
+        await lock.start()
+        await conn.execute("LOCK TABLE oauth_clients IN ACCESS EXCLUSIVE MODE")
+        _, writer = stream
+        writer.write(
+            b"POST /register HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(REGISTRATION) + REGISTRATION
+        )
+        await writer.drain()
+        try:
+            yield writer
+        finally:
+            await lock.rollback()
+    finally:
+        await conn.close()
 
 
 async def read_all(reader: asyncio.StreamReader, timeout: float) -> bytes:
@@ -460,14 +487,9 @@ async def test_a_client_retrying_a_shed_request_at_once_is_paced_from_the_first(
     async with (
         serve(SHED_MAX_INFLIGHT="1", LONGEST_REFUSAL_PAUSE_MS="1000") as proc,
         someone_served(proc.port),  # /livez is never shed
+        held_in_flight(proc.env["ELOVA_DATABASE_URL"], await connect(proc.port)) as _,
     ):
-        _, holder = await connect(proc.port)  # one request stays in flight: its body never ends
-        holder.write(
-            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b'Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\n'
-        )
-        await holder.drain()
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # one request stays in flight: its registration waits
         reader, writer = await connect(proc.port)
         took = []
         for _ in range(4):

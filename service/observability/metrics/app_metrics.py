@@ -259,6 +259,10 @@ class Metrics(Families):
         """reason: header_timeout | body_timeout | idle_evicted | refused."""
         self._child(self.connection_cuts, bounded(reason, CONNECTION_CUTS)).inc()
 
+    def request_abandoned(self) -> None:
+        """A client closed its connection before its request's body was in."""
+        self.abandoned_requests.inc()
+
     def refusal_paced(self) -> None:
         self.paced_refusals.inc()
 

@@ -225,6 +225,10 @@ class Families:
             "Connections closed or refused by the slow and idle client guards, by reason.",
             ("reason",),
         )
+        self.abandoned_requests = counter(
+            "abandoned_requests_total",
+            "Requests whose client closed the connection before their body was in (499).",
+        )
         self.paced_refusals = counter(
             "paced_refusals_total",
             "Refusals whose answer waited because their connection kept being refused.",
