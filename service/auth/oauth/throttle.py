@@ -28,6 +28,7 @@ from datetime import timedelta
 
 import asyncpg
 
+from service.edge.client_address import address_block
 from service.settings.oauth import SigninThrottle
 
 KNOWN_ADDRESS_DAYS = 30
@@ -42,7 +43,9 @@ def account_key(email: str) -> bytes:
 
 
 def address_key(address: str) -> bytes:
-    return hashlib.sha256(b"address:" + address.encode("utf-8")).digest()
+    """The address's key: of its block (an IPv6 address's /64, issue 42), like every
+    per-address decision."""
+    return hashlib.sha256(b"address:" + address_block(address).encode("utf-8")).digest()
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,27 @@ async def test_thirty_failures_from_one_client_do_not_lock_out_the_others(
     assert _clients(access_lines, "/signin")[-1] == neighbour["X-Forwarded-For"]
 
 
+def _a_slash_64() -> str:
+    """A fresh IPv6 /64 (2001:db8::/32, the documentation range), one a test."""
+    return f"2001:db8:{secrets.randbelow(2**16):x}:{secrets.randbelow(2**16):x}:"
+
+
+async def test_an_ipv6_slash_64_is_held_as_one_address(proxied: OAuth) -> None:
+    """Issue 42, item 7: a sprayer rotating addresses inside one /64 is held as one address
+    (as registration counts it); another /64 is not."""
+    owner = await seed_account(proxied.pool, workspaces=1)
+    block = _a_slash_64()
+    for i in range(proxied.cfg.signin_throttle.address_failures):
+        host = f"{i:x}:{secrets.randbelow(2**16):x}:{secrets.randbelow(2**16):x}:1"
+        rotated = _from(block + host)
+        email = f"guess{i}-{uuid.uuid4().hex[:6]}@example.test"
+        assert (await _signin(proxied, email, "nope", rotated)).status == 401
+    held = await _signin(proxied, owner.email, owner.password, _from(f"{block}ffff::1"))
+    assert held.status == 429  # a new address of the same /64: held
+    ok = await _signin(proxied, owner.email, owner.password, _from(f"{_a_slash_64()}:1"))
+    assert ok.status == 303
+
+
 async def test_a_strangers_wrong_passwords_do_not_lock_out_the_owner(proxied: OAuth) -> None:
     owner = await seed_account(proxied.pool, workspaces=1)
     settings = proxied.cfg.signin_throttle
