@@ -11,7 +11,8 @@ Three holds, each a wait before the next attempt is even considered (docs/decisi
   address the account signed in from within `KNOWN_ADDRESS_DAYS`.
 - the address across accounts: `address_failures` failures within the window (an address
   spraying guesses over many accounts), held until the window that began at its first
-  failure ends.
+  failure ends. Windows that ended more than a day ago are deleted a few at a time by each
+  recorded failure, as forgotten pairs are (issue 42: the table was never swept).
 
 Unknown accounts are throttled exactly like known ones (keys are digests of what was
 typed), so a hold says nothing about whether an account exists. Keys are SHA-256 digests:
@@ -94,6 +95,13 @@ _FAIL = """
                             ELSE t.failures + 1 END,
             window_start = CASE WHEN t.window_start <= now() - $3::interval THEN now()
                                 ELSE t.window_start END
+    ), expired AS (
+        DELETE FROM signin_throttle
+         WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM signin_throttle
+                WHERE window_start < now() - $3::interval - $4::interval
+                  AND throttle_key <> $2
+                LIMIT $6))
     ), forgotten AS (
         DELETE FROM signin_pairs
          WHERE ctid = ANY(ARRAY(

@@ -274,3 +274,26 @@ async def test_sign_in_never_says_whether_an_account_exists(proxied: OAuth) -> N
 
 def _without_csrf(html: str) -> str:
     return "\n".join(line for line in html.splitlines() if 'name="csrf"' not in line)
+
+
+async def test_address_windows_that_ended_long_ago_are_swept(proxied: OAuth) -> None:
+    """Issue 42: signin_throttle was never swept. A failure deletes windows that ended more
+    than a day ago (a few at a time), never a current one."""
+    stale = [secrets.token_bytes(32) for _ in range(3)]
+    current = secrets.token_bytes(32)
+    await proxied.pool.executemany(
+        "INSERT INTO signin_throttle (throttle_key, failures, window_start)"
+        " VALUES ($1, 7, now() - interval '3 days')",
+        [(key,) for key in stale],
+    )
+    await proxied.pool.execute(
+        "INSERT INTO signin_throttle (throttle_key, failures, window_start) VALUES ($1, 7, now())",
+        current,
+    )
+    email = f"nobody-{uuid.uuid4().hex[:6]}@example.test"
+    assert (await _signin(proxied, email, "nope", _from(_an_address()))).status == 401
+    left = await proxied.pool.fetch(
+        "SELECT throttle_key FROM signin_throttle WHERE throttle_key = ANY($1::bytea[])",
+        [*stale, current],
+    )
+    assert [row["throttle_key"] for row in left] == [current]
