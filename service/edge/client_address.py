@@ -1,7 +1,10 @@
 """The address of the client a request comes from.
 
 Every per-address decision (the sign-in throttle, registration limits, the access log's
-client field) asks `client_address`, so there is one answer for a request.
+client field) asks `client_address`, so there is one answer for a request. The decisions
+that hold or count an address (the sign-in throttle, registration limits, refusal pacing)
+count it by `address_block`: an IPv4 address, or the /64 of an IPv6 one, which one host or
+subscriber usually holds whole, so rotating addresses inside it escapes nothing (issue 42).
 
 With ELOVA_TRUSTED_PROXIES empty (the default) it is the connection's peer address and no
 header is read. When the peer is in those networks, the one header the proxies write
@@ -172,3 +175,17 @@ def _node(node: str, *, bare_ipv6: bool) -> str | None:
     if ":" in node and not bare_ipv6:
         return None  # RFC 7239: an IPv6 node is bracketed (and so quoted)
     return canonical(node)
+
+
+def address_block(address: str) -> str:
+    """What a per-address decision counts by: the IPv4 address (an IPv4-mapped IPv6 one
+    too), or the /64 of an IPv6 one; anything that is no address, its first 64 characters."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:64]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)

@@ -14,7 +14,6 @@ limit. A refusal says when the next token comes: the 429's `Retry-After`.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import math
 import time
@@ -27,6 +26,7 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from service.app_keys import CONFIG, REDIS, REGISTRATION_LIMIT
+from service.edge.client_address import address_block
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.redis_client import RedisClient
 from service.settings.oauth import Registration
@@ -39,13 +39,7 @@ _SCRIPT = resources.files(__package__).joinpath("registrations.lua").read_text("
 
 def address_key(address: str) -> str:
     """What the limit counts by: the IPv4 address, or the /64 of an IPv6 one."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address[:64]
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else ip)
+    return address_block(address)
 
 
 class RegistrationLimit:

@@ -32,7 +32,7 @@ from yarl import URL
 
 from service.app_keys import METRICS, PACING_KEY
 from service.config import Config
-from service.edge.client_address import address_behind, via_trusted_proxy
+from service.edge.client_address import address_behind, address_block, via_trusted_proxy
 from service.observability.metrics.app_metrics import Metrics
 from service.server.pacing import SERVED_WINDOW_SECONDS, RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
@@ -211,7 +211,7 @@ class Connection(web.RequestHandler):
         # refusals is the client's (by its address), not the connection's.
         proxies = self._gate.proxies
         client = (
-            ("client", address_behind(request, proxies))
+            ("client", address_block(address_behind(request, proxies)))
             if via_trusted_proxy(request, proxies)
             else None
         )

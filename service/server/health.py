@@ -3,9 +3,14 @@ shutdown begins.
 
 - `/livez` answers from the process alone: a restart cannot fix a database outage, so
   liveness never looks at dependencies.
-- `/readyz` is 200 while PostgreSQL answers; Redis down only degrades the limits to
-  per-process ones (docs/limits.md), so it is reported (`"redis": "degraded"` while the
-  shared limiter does not answer a real script call) but never fails readiness.
+- `/readyz` is 200 while PostgreSQL answers and its schema is at this release's version
+  (issue 42: a replica started beside the migration Job, on a database `migrate` has not
+  finished, answered ready and then 500s): until then 503 with `"schema": "not_migrated"`.
+  A newer schema (a newer release migrated first, during a rolling upgrade) is ready.
+  Once seen migrated, the schema is not read again (it never goes back). Redis down only
+  degrades the limits to per-process ones (docs/limits.md), so it is reported
+  (`"redis": "degraded"` while the shared limiter does not answer a real script call) but
+  never fails readiness.
 - `begin_drain` makes readiness fail from then on and closes kept-alive connections after
   their response; service/server/listener.py calls it on SIGTERM (or SIGINT), and app
   shutdown calls it too.
@@ -24,6 +29,7 @@ from aiohttp import web
 
 from service.app_keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, REDIS
 from service.edge.paths import LIVEZ_PATH, READYZ_PATH
+from service.store.migrate import applied_version, release_version
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,7 @@ class DrainState:
     """Whether this process is shutting down (readiness then fails)."""
 
     draining: bool = False
+    migrated: bool = False  # the schema was seen at this release's version
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -49,8 +56,11 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"status": "draining"}, status=503)
     # Both at once, each bounded: the answer comes within about one check timeout.
     postgresql, redis = await asyncio.gather(_check_postgresql(app), _check_redis(app))
-    ready = postgresql == "ok"
+    schema = await _check_schema(app) if postgresql == "ok" else "ok"
+    ready = postgresql == "ok" and schema == "ok"
     body = {"status": "ready" if ready else "not_ready", "postgresql": postgresql, "redis": redis}
+    if schema != "ok":
+        body["schema"] = schema  # named only when it is what fails readiness
     return web.json_response(body, status=200 if ready else 503)
 
 
@@ -66,6 +76,29 @@ async def _check_postgresql(app: web.Application) -> str:
         )
     answered = await asyncio.gather(*probes)
     return "ok" if all(answered) else "unavailable"
+
+
+async def _check_schema(app: web.Application) -> str:
+    """ok once the schema is at this release's version, else not_migrated (unknown when the
+    check itself failed)."""
+    state = app[DRAIN]
+    if state.migrated:
+        return "ok"
+    pool = app[DB_POOL]
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS), pool.acquire() as conn:
+            version = await applied_version(conn)
+    except Exception as err:
+        log.warning("readiness: schema check failed", extra={"error_type": type(err).__name__})
+        return "unknown"
+    if version < release_version():
+        log.warning(
+            "readiness: the database schema is not at this release's version: run migrate",
+            extra={"schema_version": version, "release_schema_version": release_version()},
+        )
+        return "not_migrated"
+    state.migrated = True
+    return "ok"
 
 
 async def _select_one(pool: asyncpg.Pool) -> None:

@@ -140,7 +140,7 @@ def read_shedding(env: Mapping[str, str]) -> Shedding:
     ELOVA_SHED_MAX_INFLIGHT (unset: 2 x the pool)."""
     lag_ms = parse(env, "ELOVA_SHED_LOOP_LAG_MS", _lag_millis, 50)
     inflight = parse(env, "ELOVA_SHED_MAX_INFLIGHT", positive_int, 2 * read_pool_max(env))
-    admission = parse(env, "ELOVA_SHED_ADMISSION", _admission, ADAPTIVE)
+    admission = parse(env, "ELOVA_SHED_ADMISSION", _admission, FIXED)
     return Shedding(loop_lag_seconds=lag_ms / 1000, max_inflight=inflight, admission=admission)
 
 

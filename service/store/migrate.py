@@ -70,6 +70,18 @@ def available() -> list[Migration]:
     return found
 
 
+def release_version() -> int:
+    """The schema version this release needs: its newest migration's."""
+    return max(m.version for m in available())
+
+
+async def applied_version(conn: asyncpg.Connection) -> int:
+    """The newest migration applied to this database; 0 when `migrate` never ran."""
+    if await conn.fetchval("SELECT to_regclass('schema_migrations')") is None:
+        return 0
+    return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
+
+
 async def migrate(
     conn: asyncpg.Connection,
     *,

@@ -175,3 +175,36 @@ async def test_sigterm_drains_a_real_process(serve_env: dict[str, str]) -> None:
 async def _scrape_port(session: aiohttp.ClientSession, port: int | None) -> str:
     async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
         return await resp.text()
+
+
+async def test_an_unmigrated_database_is_not_ready(serve_env: dict[str, str]) -> None:
+    """Issue 42, item 9: `serve` against a database `migrate` never ran on answers /readyz
+    503 naming the schema, and ready once `migrate` ran."""
+    import asyncpg
+
+    from service.store.migrate import migrate
+
+    admin = await asyncpg.connect(serve_env["ELOVA_DATABASE_URL"])
+    name = f"elova_unmigrated_{int(time.time() * 1000)}"
+    await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    await admin.close()
+    parts = urlsplit(serve_env["ELOVA_DATABASE_URL"])
+    dsn = urlunsplit(parts._replace(path=f"/{name}"))
+    try:
+        async with ServeProcess({**serve_env, "ELOVA_DATABASE_URL": dsn}) as proc:
+            resp = await proc.get("/readyz")
+            assert resp.status == 503
+            body = await resp.json()
+            assert body["status"] == "not_ready" and body["schema"] == "not_migrated", body
+            conn = await asyncpg.connect(dsn)
+            try:
+                await migrate(conn)
+            finally:
+                await conn.close()
+            resp = await proc.get("/readyz")
+            assert resp.status == 200, await resp.json()
+            assert "schema" not in await resp.json()
+    finally:
+        admin = await asyncpg.connect(serve_env["ELOVA_DATABASE_URL"])
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()

@@ -11,7 +11,8 @@ Three holds, each a wait before the next attempt is even considered (docs/decisi
   address the account signed in from within `KNOWN_ADDRESS_DAYS`.
 - the address across accounts: `address_failures` failures within the window (an address
   spraying guesses over many accounts), held until the window that began at its first
-  failure ends.
+  failure ends. Windows that ended more than a day ago are deleted a few at a time by each
+  recorded failure, as forgotten pairs are (issue 42: the table was never swept).
 
 Unknown accounts are throttled exactly like known ones (keys are digests of what was
 typed), so a hold says nothing about whether an account exists. Keys are SHA-256 digests:
@@ -28,6 +29,7 @@ from datetime import timedelta
 
 import asyncpg
 
+from service.edge.client_address import address_block
 from service.settings.oauth import SigninThrottle
 
 KNOWN_ADDRESS_DAYS = 30
@@ -42,7 +44,9 @@ def account_key(email: str) -> bytes:
 
 
 def address_key(address: str) -> bytes:
-    return hashlib.sha256(b"address:" + address.encode("utf-8")).digest()
+    """The address's key: of its block (an IPv6 address's /64, issue 42), like every
+    per-address decision."""
+    return hashlib.sha256(b"address:" + address_block(address).encode("utf-8")).digest()
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,13 @@ _FAIL = """
                             ELSE t.failures + 1 END,
             window_start = CASE WHEN t.window_start <= now() - $3::interval THEN now()
                                 ELSE t.window_start END
+    ), expired AS (
+        DELETE FROM signin_throttle
+         WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM signin_throttle
+                WHERE window_start < now() - $3::interval - $4::interval
+                  AND throttle_key <> $2
+                LIMIT $6))
     ), forgotten AS (
         DELETE FROM signin_pairs
          WHERE ctid = ANY(ARRAY(

@@ -8,12 +8,11 @@ Two signals say "overloaded" (service/server/overload/state.py decides; docs/dec
   the threshold, a few more when just over it). Shedding stops once the smoothed lag falls
   under half the threshold: the gap between the two values (hysteresis) keeps it from
   flapping around one number.
-- requests in flight on the shed routes at the in-flight limit: by default a limit that
-  adapts to the latency of the admitted requests (inflight_limit.py), kept where
-  the replica is busy but nothing queues, and bounded by `ELOVA_SHED_MAX_INFLIGHT` (by
-  default twice the PostgreSQL pool); with `ELOVA_SHED_ADMISSION=fixed` (the fallback)
-  that cap itself. One more request than the replica can serve at once would only wait,
-  and make the admitted ones later.
+- requests in flight on the shed routes at the in-flight limit: by default the fixed cap
+  `ELOVA_SHED_MAX_INFLIGHT` (twice the PostgreSQL pool); with `ELOVA_SHED_ADMISSION=adaptive`
+  (opt-in, issue 42) a limit that adapts to the latency of the admitted requests
+  (inflight_limit.py), bounded by that cap. One more request than the replica can serve at
+  once would only wait, and make the admitted ones later.
 
 A shed request gets a 503 with `Retry-After` from precomputed bytes, before the request
 log, the bearer check, Redis or PostgreSQL: it is counted, not logged line by line. Only

@@ -147,6 +147,27 @@ async def test_thirty_failures_from_one_client_do_not_lock_out_the_others(
     assert _clients(access_lines, "/signin")[-1] == neighbour["X-Forwarded-For"]
 
 
+def _a_slash_64() -> str:
+    """A fresh IPv6 /64 (2001:db8::/32, the documentation range), one a test."""
+    return f"2001:db8:{secrets.randbelow(2**16):x}:{secrets.randbelow(2**16):x}:"
+
+
+async def test_an_ipv6_slash_64_is_held_as_one_address(proxied: OAuth) -> None:
+    """Issue 42, item 7: a sprayer rotating addresses inside one /64 is held as one address
+    (as registration counts it); another /64 is not."""
+    owner = await seed_account(proxied.pool, workspaces=1)
+    block = _a_slash_64()
+    for i in range(proxied.cfg.signin_throttle.address_failures):
+        host = f"{i:x}:{secrets.randbelow(2**16):x}:{secrets.randbelow(2**16):x}:1"
+        rotated = _from(block + host)
+        email = f"guess{i}-{uuid.uuid4().hex[:6]}@example.test"
+        assert (await _signin(proxied, email, "nope", rotated)).status == 401
+    held = await _signin(proxied, owner.email, owner.password, _from(f"{block}ffff::1"))
+    assert held.status == 429  # a new address of the same /64: held
+    ok = await _signin(proxied, owner.email, owner.password, _from(f"{_a_slash_64()}:1"))
+    assert ok.status == 303
+
+
 async def test_a_strangers_wrong_passwords_do_not_lock_out_the_owner(proxied: OAuth) -> None:
     owner = await seed_account(proxied.pool, workspaces=1)
     settings = proxied.cfg.signin_throttle
@@ -253,3 +274,26 @@ async def test_sign_in_never_says_whether_an_account_exists(proxied: OAuth) -> N
 
 def _without_csrf(html: str) -> str:
     return "\n".join(line for line in html.splitlines() if 'name="csrf"' not in line)
+
+
+async def test_address_windows_that_ended_long_ago_are_swept(proxied: OAuth) -> None:
+    """Issue 42: signin_throttle was never swept. A failure deletes windows that ended more
+    than a day ago (a few at a time), never a current one."""
+    stale = [secrets.token_bytes(32) for _ in range(3)]
+    current = secrets.token_bytes(32)
+    await proxied.pool.executemany(
+        "INSERT INTO signin_throttle (throttle_key, failures, window_start)"
+        " VALUES ($1, 7, now() - interval '3 days')",
+        [(key,) for key in stale],
+    )
+    await proxied.pool.execute(
+        "INSERT INTO signin_throttle (throttle_key, failures, window_start) VALUES ($1, 7, now())",
+        current,
+    )
+    email = f"nobody-{uuid.uuid4().hex[:6]}@example.test"
+    assert (await _signin(proxied, email, "nope", _from(_an_address()))).status == 401
+    left = await proxied.pool.fetch(
+        "SELECT throttle_key FROM signin_throttle WHERE throttle_key = ANY($1::bytea[])",
+        [*stale, current],
+    )
+    assert [row["throttle_key"] for row in left] == [current]

@@ -73,11 +73,11 @@ def test_settings_defaults_follow_the_pool() -> None:
     cfg = Config.from_env(BASE, need_key=False)
     assert cfg.shedding.loop_lag_seconds == 0.05
     assert cfg.shedding.max_inflight == 2 * cfg.db_pool_max == 20
-    assert cfg.shedding.admission == "adaptive"
-    limit = Overload.from_settings(cfg.shedding, 0.0).limit
+    assert cfg.shedding.admission == "fixed"  # issue 42: the adaptive limit is opt-in
+    assert Overload.from_settings(cfg.shedding, 0.0).limit == FixedLimit(20)
+    adaptive = Config.from_env({**BASE, "ELOVA_SHED_ADMISSION": "adaptive"}, need_key=False)
+    limit = Overload.from_settings(adaptive.shedding, 0.0).limit
     assert isinstance(limit, GradientLimit) and limit.current() == 20  # the cap until needed
-    fixed = Config.from_env({**BASE, "ELOVA_SHED_ADMISSION": "fixed"}, need_key=False)
-    assert Overload.from_settings(fixed.shedding, 0.0).limit == FixedLimit(20)
     bigger = Config.from_env({**BASE, "ELOVA_DB_POOL_MAX": "16"}, need_key=False)
     assert bigger.shedding.max_inflight == 32
     conns = cfg.connections
