@@ -177,3 +177,11 @@ def setup_health(app: web.Application) -> None:
     app.router.add_get(READYZ_PATH, readyz)
     app.on_response_prepare.append(_close_connections_while_draining(state))
     app.on_shutdown.append(_on_shutdown)
+    app.on_startup.append(_check_schema_at_start)
+
+
+async def _check_schema_at_start(app: web.Application) -> None:
+    """Read the schema's version once before serving, so a migrated replica's first probe
+    needs no extra query (a probe that comes while the loop lags must not fail on it)."""
+    if app.get(DB_POOL) is not None:
+        await _check_schema(app)

@@ -57,7 +57,10 @@ def assert_shed(status: int, headers: CIMultiDictProxy[str], body: bytes) -> Non
 
 
 async def test_shedding_starts_and_stops_with_loop_lag(start_app: StartApp) -> None:
-    client = await start_app(SHED_LOOP_LAG_MS="50")
+    # The shipped pool floor (2): with the tests' floor of 1, readiness's probe must open a
+    # new connection whenever the activity flusher's prune holds the only one, and opening
+    # one takes about a second on a loop this late.
+    client = await start_app(SHED_LOOP_LAG_MS="50", DB_POOL_MIN="2")
     overload = client.app[OVERLOAD]
     assert (await post_mcp(client))[0] == 401  # served: the bearer check answers
 
