@@ -32,7 +32,8 @@ async def test_a_pipe_nobody_reads_does_not_freeze_the_process(
         await pool.close()
     port, metrics_port = free_port(), free_port()
     env = server_env(test_database.dsn, ports=[port], env={
-        "LOG_LEVEL": "INFO", "METRICS_PORT": str(metrics_port), "AUDIT_WAIT_SECONDS": "0.5", "AUDIT_QUEUE_LINES": "50",
+        "LOG_LEVEL": "INFO", "METRICS_PORT": str(metrics_port), "AUDIT_WAIT_SECONDS": "0.5",
+        "AUDIT_QUEUE_LINES": "50",
         "LIMIT_GLOBAL_CONCURRENCY": "100", "LIMIT_ACCOUNT_CONCURRENCY": "100",
         "LIMIT_APPROVAL_PER_MINUTE": "100000",
     })  # fmt: skip
