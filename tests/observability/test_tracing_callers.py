@@ -80,9 +80,11 @@ async def test_no_attribute_of_a_span_is_over_1_kib(
         headers["traceparent"] = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
         headers["tracestate"] = ",".join(f"k{i}={'v' * 240}" for i in range(32))[:8000]
         body["params"].pop("_meta")
-        async with aiohttp.ClientSession() as http:
-            async with http.post(server.mcp_url, json=body, headers=headers) as resp:
-                await resp.read()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(server.mcp_url, json=body, headers=headers) as resp,
+        ):
+            await resp.read()
         started = time.monotonic()
         spans = await asyncio.to_thread(
             receiver.wait_for, lambda got: any(s.attributes.get("jsonrpc.request.id") for s in got)

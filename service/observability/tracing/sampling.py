@@ -3,8 +3,10 @@
 A caller's `traceparent` may carry the sampled flag (`-01`) and a trace id of its choosing;
 a ratio sampler that follows either lets anyone on the internet force every request of
 theirs to be recorded (401s included). Unless ELOVA_TRACING_TRUST_INCOMING is true, a
-remote parent's flag is ignored and the configured sampler decides as for a new trace, on a
-random draw, never on the caller's trace id; the span stays in the caller's trace. Its
+remote parent's sampled flag is ignored and the configured sampler decides as for a new
+trace, on a random draw, never on the caller's trace id (an unsampled flag is still followed
+by a parent-based sampler: a caller may leave its requests out, not force them in); the
+span stays in the caller's trace. Its
 `tracestate` is kept to at most TRACESTATE_CHARS (W3C's advice: entries over 128 characters
 dropped first, then from the end).
 """
@@ -59,8 +61,12 @@ class CallerBoundSampler(Sampler):
     ) -> SamplingResult:
         parent = trace.get_current_span(parent_context).get_span_context()
         if parent.is_valid and parent.is_remote and not self._trust:
-            fresh = random.getrandbits(128) or 1  # as for a new trace: not the caller's id
-            decided = self._inner.should_sample(None, fresh, name, kind, attributes, links)
+            # Decided on a random id, never the caller's; a sampled flag is not followed
+            # (decided as for a new trace), an unsampled one still is by a parent-based
+            # sampler (a caller may keep its own requests out of traces, not force them in).
+            fresh = random.getrandbits(128) or 1
+            seen = None if parent.trace_flags.sampled else parent_context
+            decided = self._inner.should_sample(seen, fresh, name, kind, attributes, links)
             return SamplingResult(
                 decided.decision, decided.attributes, bounded_trace_state(parent.trace_state)
             )
