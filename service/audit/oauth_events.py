@@ -10,6 +10,7 @@ is passed in (an account is its id, never its email).
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Iterable
 
@@ -182,11 +183,13 @@ async def consent_granted_by_operator(
 
 async def _write_from_command(cfg: Config, line: AuditEvent, done: str) -> None:
     """A command's line, written to the configured file or socket sink before the command
-    answers. With the `stdout` sink there is none: a command's stdout is its answer and its
-    stderr its refusal, and neither reaches the service's log collector. A sink that stays
-    unwritable for ELOVA_AUDIT_WAIT_SECONDS makes the command fail, saying what was done
-    all the same."""
+    answers. With the `stdout` sink it is one JSON line on stderr: a command's stdout is its
+    one answer (scripts parse it), and stderr is what the pod's or Job's log collector keeps
+    beside the service's stdout. A sink that stays unwritable for ELOVA_AUDIT_WAIT_SECONDS
+    makes the command fail, saying what was done all the same."""
     if cfg.audit.sink == "stdout":
+        sys.stderr.write(encode_line(line).decode("utf-8"))
+        sys.stderr.flush()
         return
     sink = open_sink(cfg.audit)
     try:

@@ -25,8 +25,9 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol, TextIO
+from typing import Protocol
 
+from service.observability.stdout import LineOutput, line_output
 from service.settings.audit import Audit
 
 
@@ -36,22 +37,31 @@ class Sink(Protocol):
     async def close(self) -> None: ...
 
 
-class StreamSink:
-    """stdout, beside the request log. Written from the event loop's thread, as the log
-    handler is, so an audit line and a log line never interleave."""
+CLOSE_SECONDS = 1.0  # the longest a closing stdout sink waits for a full pipe
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+
+class StreamSink:
+    """stdout, beside the request log, through the same LineOutput
+    (service/observability/stdout.py), so an audit line and a log line never interleave and
+    a pipe nobody reads never blocks the event loop: a line the full pipe cannot take is
+    not written now (`write_now` raises, the writer queues it) and the writer task waits for
+    room (the request's bounded wait, then 503)."""
+
+    def __init__(self, output: LineOutput) -> None:
+        self.output = output
 
     async def write(self, lines: bytes) -> None:
-        self.write_now(lines)
+        while not self.output.offer(lines):
+            await self.output.room()
 
     def write_now(self, lines: bytes) -> None:
-        self._stream.write(lines.decode("utf-8"))
-        self._stream.flush()
+        if not self.output.offer(lines):
+            raise OSError("stdout is full (a pipe nobody reads)")
 
     async def close(self) -> None:
-        self._stream.flush()
+        with contextlib.suppress(TimeoutError):  # a pipe still full: do not hold up the exit
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await self.output.room()
 
 
 class FileSink:
@@ -172,7 +182,7 @@ class SocketSink:
 def open_sink(cfg: Audit) -> Sink:
     """The sink ELOVA_AUDIT_SINK names."""
     if cfg.sink == "stdout":
-        return StreamSink(sys.stdout)
+        return StreamSink(line_output(sys.stdout))
     if cfg.sink == "file":
         return FileSink(cfg.target)
     return SocketSink(cfg)

@@ -10,6 +10,7 @@ answer without its line).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 
 from aiohttp import hdrs, web
@@ -22,6 +23,7 @@ from service.edge.client_address import address_behind, client_address
 from service.errors import AuditUnavailable
 from service.observability.logs import current_request_id
 from service.observability.metrics.app_metrics import Metrics
+from service.observability.stdout import line_output, register_metrics
 from service.observability.trace_ids import current_trace_ids
 from service.settings.proxies import TrustedProxies
 
@@ -73,7 +75,10 @@ async def _writer_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics = app[METRICS]
     # The audit metrics join the app's registry (a test may stand in for Metrics: then none).
     registry = metrics.registry if isinstance(metrics, Metrics) else None
-    writer = AuditWriter(app[CONFIG].audit, open_sink(app[CONFIG].audit), registry)
+    sink = open_sink(app[CONFIG].audit)
+    writer = AuditWriter(app[CONFIG].audit, sink, registry)
+    if registry is not None:  # stdout, shared by the log and the stdout sink: its drops
+        register_metrics(line_output(sys.stdout), registry)
     app[AUDIT] = writer
     writer.start()
     yield

@@ -7,7 +7,10 @@ instant of the loop's clock) a refusal's line joins a batch written once the loo
 ends: one write for the turn's refusals instead of one each. Otherwise (a socket sink, a
 backlog, a failed write) it puts the line in the queue. When the queue is full the request
 waits for room (the call is held, the line is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS;
-past that it raises AuditUnavailable and the request is refused 503. The writer task writes
+past that it raises AuditUnavailable and the request is refused 503. Refusals' lines (an
+answer that carries no data: 401, 403, 429 …) may hold at most half the queue: past that
+they wait for room in their half, so a flood of unauthenticated calls cannot fill the queue
+and make real calls wait, then 503. The writer task writes
 every line it can take at once as one batch; a batch the sink refuses is kept and tried
 again (backing off up to a second), so a line is lost neither under load nor while the sink
 is down. At shutdown the queue is drained before the sink is closed.
@@ -68,7 +71,10 @@ class AuditWriter:
     ) -> None:
         self._cfg = cfg
         self.sink = sink
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue(cfg.queue_lines)
+        self._queue: asyncio.Queue[tuple[bytes, bool]] = asyncio.Queue(cfg.queue_lines)
+        # Refusals' lines (401, 403, 429 …: no data left) hold at most half the queue, so a
+        # flood of them cannot fill it and make real calls wait, then 503.
+        self._refusals = asyncio.Semaphore(max(1, cfg.queue_lines // 2))
         self._task: asyncio.Task[None] | None = None
         self._writing = False  # the writer task holds a batch (being written or retried)
         self.metrics = AuditMetrics(registry)
@@ -99,15 +105,23 @@ class AuditWriter:
                 return
             if self._written_now(line):
                 return
-        try:
-            self._queue.put_nowait(line)
+        item = (line, refusal)
+        if not self._queue.full() and not (refusal and self._refusals.locked()):
+            if refusal:
+                await self._refusals.acquire()  # free: returns at once
+            self._queue.put_nowait(item)
             return
-        except asyncio.QueueFull:
-            self.metrics.waits.inc()
+        self.metrics.waits.inc()
+        shared = False
         try:
             async with asyncio.timeout(self._cfg.wait_seconds):
-                await self._queue.put(line)
+                if refusal:
+                    await self._refusals.acquire()
+                    shared = True
+                await self._queue.put(item)
         except TimeoutError:
+            if shared:
+                self._refusals.release()
             self.metrics.refused.inc()
             raise AuditUnavailable() from None
 
@@ -148,9 +162,9 @@ class AuditWriter:
             return
         for line in lines:
             try:
-                self._queue.put_nowait(line)
+                self._queue.put_nowait((line, False))
             except asyncio.QueueFull:  # kept: it waits for room, however long
-                asyncio.get_running_loop().create_task(self._queue.put(line))
+                asyncio.get_running_loop().create_task(self._queue.put((line, False)))
 
     async def _run(self) -> None:
         while True:
@@ -159,11 +173,13 @@ class AuditWriter:
                 batch.append(self._queue.get_nowait())
             self._writing = True
             try:
-                await self._write(b"".join(batch))
+                await self._write(b"".join(line for line, _ in batch))
             finally:
                 self._writing = False
             self.metrics.written.inc(len(batch))
-            for _ in batch:
+            for _, refusal in batch:
+                if refusal:
+                    self._refusals.release()
                 self._queue.task_done()
 
     async def _write(self, lines: bytes) -> None:

@@ -28,6 +28,7 @@ from service.edge.client_address import client_address
 from service.mcp import protocol as p
 from service.mcp.versions import MODERN, SUPPORTED, negotiate_session
 from service.observability.trace_ids import bind_trace_ids
+from service.observability.tracing.sampling import bounded_trace_state
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 PROPAGATED = ("traceparent", "tracestate", "baggage")
 TOOL_CALL = "tools/call"
+NAME_CHARS = 128
 
 
 class RequestSpan:
@@ -85,6 +87,7 @@ def start(
     method = None if incoming is None else incoming.method
     tool = None if incoming is None else _tool_name(request, incoming)
     name = request.method if method is None else method if tool is None else f"{method} {tool}"
+    name = name[:NAME_CHARS]  # an unknown method is the client's text
     begun = time.time_ns() - int((time.perf_counter() - started) * 1e9)
     # The sampler sees the name and the method; the rest is described only for a span that
     # is kept (most are not, at a low ratio).
@@ -110,7 +113,11 @@ def _parent(request: web.Request, incoming: Incoming | None) -> tuple[Any, list[
     if not inner_span.is_valid:  # a malformed `_meta.traceparent`: as if there were none
         return outer, []
     if outer_span.is_valid and outer_span != inner_span:
-        return inner, [Link(outer_span)]
+        linked = trace.SpanContext(
+            outer_span.trace_id, outer_span.span_id, outer_span.is_remote,
+            outer_span.trace_flags, bounded_trace_state(outer_span.trace_state),
+        )  # fmt: skip
+        return inner, [Link(linked)]
     return inner, []
 
 

@@ -14,6 +14,10 @@ as an error with a traceback quoting the header line, becomes one info line (a c
 mistake, not ours).
 
 `annotate` adds fields to the access line of the request being served.
+
+Lines leave through service/observability/stdout.py, which never blocks the event loop: when
+stdout is a pipe that stays full, a log line is dropped and counted
+(`elova_mcp_log_lines_dropped_total`) instead of freezing the process.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from service.observability.stdout import LineOutput, line_output
 from service.observability.trace_ids import current_trace_ids
 
 # The id of the request this task serves (set by the access log's middleware).
@@ -205,13 +210,31 @@ REDACTED_LOGGERS = ("aiohttp", "aiohttp.server", "aiohttp.access", "aiohttp.web"
 _HANDLER_NAME = "elova-json"
 
 
+class LineHandler(logging.Handler):
+    """Each record as one line on a LineOutput; a line the full pipe cannot take is dropped
+    and counted there (never a wait: the event loop writes the log)."""
+
+    def __init__(self, output: LineOutput) -> None:
+        super().__init__()
+        self.output = output
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            taken = self.output.offer((self.format(record) + "\n").encode("utf-8"))
+        except Exception:
+            self.handleError(record)
+            return
+        if not taken:
+            self.output.drop()
+
+
 def configure_logging(level: str) -> None:
-    """JSON lines on stdout for the whole process (idempotent)."""
+    """JSON lines on stdout for the whole process (idempotent), never blocking on it."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if handler.get_name() == _HANDLER_NAME:
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stdout)
+    handler = LineHandler(line_output(sys.stdout))
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter())
     handler.addFilter(Redaction())

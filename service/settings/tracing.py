@@ -18,3 +18,15 @@ def configured(env: Mapping[str, str]) -> bool:
     if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
         return False
     return any(env.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+
+
+TRUST_INCOMING = "ELOVA_TRACING_TRUST_INCOMING"
+
+
+def trust_incoming(env: Mapping[str, str]) -> bool:
+    """Whether a caller's sampled flag is honoured (ELOVA_TRACING_TRUST_INCOMING, default
+    false: callers on the internet must not decide what is recorded)."""
+    raw = env.get(TRUST_INCOMING, "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise ValueError(f"{TRUST_INCOMING}: expected true or false, got {raw!r}")
+    return raw == "true"

@@ -238,3 +238,26 @@ async def test_a_call_the_store_could_not_answer_has_its_503_line(
     }  # fmt: skip
     assert line["target"]["tool"] == "get_many_workspaces"
     assert line["arguments"]["clear"] == {"limit": 2}
+
+
+async def test_a_flood_of_refusals_leaves_room_for_real_calls(
+    aiohttp_client: Any, make_config: Callable[..., Config], socket_path: Path,
+    collector: Collector,
+) -> None:  # fmt: skip
+    """The sink is down: 40 unauthenticated calls at once fill only the refusals' half of the
+    queue (those past it are refused 503 after their wait), and a real call still finds room
+    and is answered, its line written once the collector is back."""
+    client, token = await _app(
+        aiohttp_client, make_config,
+        AUDIT_SINK=f"unix:{socket_path}", AUDIT_QUEUE_LINES="10", AUDIT_WAIT_SECONDS="0.3",
+    )  # fmt: skip
+    flood = await _burst(client, "not-a-token")
+    assert set(flood) == {401, 503} and flood.count(401) <= 5 + 1, flood
+    body, headers = tool_call("get_many_workspaces", {}, token=token)
+    async with client.post("/mcp", json=body, headers=headers) as resp:
+        assert resp.status == 200  # before: the queue was full of 401 lines, so 503
+    await collector.start()
+    await asyncio.wait_for(client.app[AUDIT].flushed(), 10)
+    lines = collector.lines()
+    assert [line["outcome"]["http_status"] for line in lines].count(200) == 1
+    assert len(lines) == flood.count(401) + 1

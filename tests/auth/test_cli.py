@@ -17,6 +17,7 @@ from service.auth.activity_counts import ActivityRecorder
 from service.cli.approve import approve
 from service.config import Config
 from service.errors import ApprovalRefused
+from tests.audit.reading import audit_lines
 from tests.auth.helpers import AuthApp, SeedFn
 
 ELOVA = Path(sys.executable).with_name("elova-mcp")
@@ -49,7 +50,12 @@ async def test_approve_prints_one_json_object_with_working_tokens(
     for w in who.workspaces:
         args += ["--workspace", str(w).upper()]
     code, out, err = await _cli(config, *args)
-    assert (code, err) == (0, "")
+    # With the default stdout sink the grant's audit line goes to stderr (issue 42): stdout
+    # stays the one JSON answer.
+    assert code == 0
+    (granted,) = audit_lines(err)
+    assert granted["type"] == "consent.granted" and granted["actor"]["via"] == "cli"
+    assert err.count("\n") == 1
     assert out.count("\n") == 1
     body: dict[str, Any] = json.loads(out)
     assert set(body) == {"approvalId", "clientId", "accessToken", "refreshToken", "expiresIn"}
@@ -81,8 +87,12 @@ async def test_approve_prints_one_json_object_with_working_tokens(
     # --list shows both; --revoke ends one and the token stops working.
     code, listed, _ = await _cli(config, "--list", "--account", who.email, key=False)
     assert code == 0 and len(json.loads(listed)["approvals"]) == 2
-    code, revoked, _ = await _cli(config, "--revoke", body["approvalId"], key=False)
+    code, revoked, err = await _cli(config, "--revoke", body["approvalId"], key=False)
     assert code == 0 and json.loads(revoked) == {"approvalId": body["approvalId"], "revoked": True}
+    assert revoked.count("\n") == 1  # the answer, unchanged
+    (line,) = audit_lines(err)  # the operator's revocation is in the trail (stderr)
+    assert line["type"] == "approval.revoked" and line["outcome"]["reason"] == "operator"
+    assert line["target"] == {"approval_id": body["approvalId"]} and line["actor"]["via"] == "cli"
     resp = await auth_app.client.get(
         "/mcp", headers={"Authorization": f"Bearer {body['accessToken']}"}
     )

@@ -16,6 +16,7 @@ request nothing but the queueing.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +24,14 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from service import __version__
+from service.observability.tracing.sampling import CallerBoundSampler
 from service.observability.tracing.statements import statement_attributes
+from service.settings.tracing import trust_incoming
 
 SCOPE = "elova-mcp"
 DEFAULT_SERVICE_NAME = "elova-mcp"
@@ -103,8 +106,24 @@ class Tracing:
         span.end(end)
 
 
+# The longest attribute value a span keeps (a JSON-RPC id or a session id is the client's
+# choice); OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT or OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT
+# overrides it.
+ATTRIBUTE_CHARS = 1024
+_LENGTH_VARIABLES = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+
+
 def start_tracing() -> Tracing:
-    """The provider the environment describes, exporting over OTLP/HTTP in batches."""
-    provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
+    """The provider the environment describes, exporting over OTLP/HTTP in batches; a
+    caller's sampled flag honoured only when ELOVA_TRACING_TRUST_INCOMING is true, and every
+    attribute bounded (sampling.py)."""
+    sampler = CallerBoundSampler(
+        sampling._get_from_env_or_default(), trust_incoming=trust_incoming(os.environ)
+    )
+    own_limit = not any(os.environ.get(name, "").strip() for name in _LENGTH_VARIABLES)
+    limits = SpanLimits(max_attribute_length=ATTRIBUTE_CHARS) if own_limit else SpanLimits()
+    provider = TracerProvider(
+        sampler=sampler, resource=_resource(), shutdown_on_exit=False, span_limits=limits
+    )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return Tracing(provider)

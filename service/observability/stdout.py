@@ -1,0 +1,173 @@
+"""The process's stdout as whole lines, written without ever blocking the event loop.
+
+The log (service/observability/logs.py) and the audit trail's `stdout` sink
+(service/audit/sinks.py) both write through here, so their lines never interleave. When
+stdout is a pipe or a socket (a container runtime, a log shipper) it is made non-blocking:
+a line is written at once when the pipe has room, else kept in a buffer of at most
+BUFFER_BYTES that the event loop writes out as the reader makes room. When the pipe stays
+full (a reader that stopped reading) the buffer fills, and then:
+
+- a log line is dropped and counted (`elova_mcp_log_lines_dropped_total`): a log is worth
+  less than a process that answers `/livez`, `/metrics` and SIGTERM;
+- an audit line is not taken (`offer` is False): the audit writer queues it and the request
+  waits for room, at most ELOVA_AUDIT_WAIT_SECONDS, then is refused 503 (never answered
+  without its line).
+
+Any other stdout (a file, a terminal, a test's capture) is written as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from typing import TextIO
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+BUFFER_BYTES = 1024 * 1024
+
+
+class LineOutput:
+    """Whole lines to one stream; `offer` never blocks when the stream is a pipe or socket."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._fd = _pipe_fd(stream)
+        self._pending = bytearray()  # bytes taken, not yet in the pipe (whole lines' tails)
+        self._lock = threading.Lock()  # log lines may come from other threads
+        self._loop: asyncio.AbstractEventLoop | None = None  # writing `_pending` out
+        self._room: list[asyncio.Future[None]] = []
+        self.dropped = 0  # log lines dropped because the pipe stayed full
+        if self._fd is not None:
+            stream.flush()  # what the stream buffered goes first
+            os.set_blocking(self._fd, False)
+
+    @property
+    def non_blocking(self) -> bool:
+        return self._fd is not None
+
+    def offer(self, lines: bytes) -> bool:
+        """Write whole lines, or keep them to write once the pipe has room; False (nothing
+        written) when the buffer is full."""
+        if self._fd is None:
+            self._stream.write(lines.decode("utf-8"))
+            self._stream.flush()
+            return True
+        with self._lock:
+            if self._pending:
+                if len(self._pending) + len(lines) > BUFFER_BYTES:
+                    return False
+                self._pending += lines
+                if self._loop is None:
+                    self._watch()
+                return True
+            try:
+                written = os.write(self._fd, lines)
+            except BlockingIOError:
+                written = 0
+            if written < len(lines):
+                self._pending += lines[written:]  # a line begun is always finished
+                self._watch()
+            return True
+
+    def drop(self) -> None:
+        """Count a log line that was not taken."""
+        self.dropped += 1
+
+    async def room(self) -> None:
+        """Return once everything taken so far is in the pipe."""
+        if self._fd is None:
+            return
+        with self._lock:
+            if not self._pending:
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._room.append(waiter)
+            self._watch()
+        await waiter
+
+    def _watch(self) -> None:
+        """Have the event loop write `_pending` out when the pipe has room (lock held)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a thread without a loop: the loop that watches, if any
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._watch_locked)
+            return
+        if self._loop is not loop and self._fd is not None:
+            self._stop_watching()
+            self._loop = loop
+            loop.add_writer(self._fd, self._write_pending)
+
+    def _watch_locked(self) -> None:
+        with self._lock:
+            if self._pending:
+                self._watch()
+
+    def _stop_watching(self) -> None:
+        if self._loop is not None and self._fd is not None:
+            with contextlib.suppress(RuntimeError):  # a loop already closed
+                self._loop.remove_writer(self._fd)
+        self._loop = None
+
+    def _write_pending(self) -> None:
+        assert self._fd is not None
+        with self._lock:
+            try:
+                written = os.write(self._fd, self._pending)
+            except BlockingIOError:
+                return
+            except OSError:  # the reader is gone (EPIPE): nothing will take these bytes
+                written = len(self._pending)
+            del self._pending[:written]
+            if self._pending:
+                return
+            self._stop_watching()
+            waiters, self._room = self._room, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+def _pipe_fd(stream: TextIO) -> int | None:
+    """The stream's descriptor when it is a pipe or a socket (a write to it can block)."""
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+
+_OUTPUTS: dict[int, LineOutput] = {}
+
+
+def line_output(stream: TextIO) -> LineOutput:
+    """The one LineOutput of a stream (the log and the audit sink share stdout's)."""
+    found = _OUTPUTS.get(id(stream))
+    if found is None or found._stream is not stream:
+        found = _OUTPUTS[id(stream)] = LineOutput(stream)
+    return found
+
+
+class _Dropped(Collector):
+    def __init__(self, output: LineOutput) -> None:
+        self._output = output
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(
+            "elova_mcp_log_lines_dropped",
+            "Log lines dropped because stdout (a pipe) stayed full.",
+            value=self._output.dropped,
+        )
+
+
+def register_metrics(output: LineOutput, registry: CollectorRegistry) -> None:
+    """`elova_mcp_log_lines_dropped_total` of `output`, in an app's registry."""
+    registry.register(_Dropped(output))
