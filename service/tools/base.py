@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Any, Generic, TypeVar
 from uuid import UUID
 
