@@ -232,20 +232,26 @@ _TEXT_HEAD, _TEXT_TAIL = msgspec.json.encode([TextContent(text="")]).split(b'""'
 
 def text_content(structured: bytes) -> msgspec.Raw:
     """`[TextContent(text=structured.decode())]` as JSON, byte for byte as msgspec encodes
-    it, made from the bytes: a string's JSON escapes `"`, `\\` and control characters, and
-    the only control characters JSON holds raw are the whitespace between its tokens (none
-    in msgspec's own output; a Raw field copied from the store may have some: that text
-    takes msgspec's path). An ASCII page (most pages) takes msgspec's path too: its string
-    encoder escapes in one pass, faster than the two replaces, and an ASCII str is one byte
-    a character.
+    it, made from the bytes (`text_pieces` joined)."""
+    return msgspec.Raw(b"".join(text_pieces(structured)))
+
+
+def text_pieces(structured: bytes) -> tuple[bytes, ...]:
+    """`text_content`'s bytes in pieces, for a caller that joins them into a larger body
+    (one copy of the page instead of two): a string's JSON escapes `"`, `\\` and control
+    characters, and the only control characters JSON holds raw are the whitespace between
+    its tokens (none in msgspec's own output; a Raw field copied from the store may have
+    some: that text takes msgspec's path). An ASCII page (most pages) takes msgspec's path
+    too: its string encoder escapes in one pass, faster than the two replaces, and an ASCII
+    str is one byte a character.
     For a page with other characters, decoding to str and encoding again was the slower
     way (a str of 2 or 4 bytes a character), most of all past U+FFFF."""
     if structured.isascii():
-        return msgspec.Raw(b"".join((_TEXT_HEAD, encode(structured.decode("ascii")), _TEXT_TAIL)))
+        return _TEXT_HEAD, encode(structured.decode("ascii")), _TEXT_TAIL
     if b"\n" in structured or b"\r" in structured or b"\t" in structured:
-        return msgspec.Raw(encode([TextContent(text=structured.decode("utf-8"))]))
+        return (encode([TextContent(text=structured.decode("utf-8"))]),)
     escaped = structured.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
-    return msgspec.Raw(b"".join((_TEXT_HEAD, b'"', escaped, b'"', _TEXT_TAIL)))
+    return _TEXT_HEAD, b'"', escaped, b'"', _TEXT_TAIL
 
 
 def result_body(request_id: RequestId | None, result: Any) -> bytes:

@@ -60,7 +60,7 @@ async def call_tool(call: Call) -> Answer:
     if not call.authorization.confirmed:  # a bug of the handler: dispatch confirms for it
         log.error("tool %s answered without confirming its caller", tool.name)
     structured = ctx.encode(output)
-    body = p.result_body(call.id, _success(call, structured))
+    body = _success_body(call, structured)
     if len(body) > limit:
         log.error(
             "tool %s produced %d bytes, over the %d-byte response bound",
@@ -107,9 +107,9 @@ async def _run(call: Call, tool_name: str, handler: Any, ctx: ToolContext, argum
         call.app[METRICS].db_call(tool_name, time.perf_counter() - started, failed)
 
 
-def _success(call: Call, structured: bytes) -> p.CallToolResult:
+def _success(call: Call, structured: bytes, content: msgspec.Raw | None = None) -> p.CallToolResult:
     result = p.CallToolResult(
-        content=p.text_content(structured),
+        content=p.text_content(structured) if content is None else content,
         structured_content=msgspec.Raw(structured),
         is_error=False,
     )
@@ -117,6 +117,20 @@ def _success(call: Call, structured: bytes) -> p.CallToolResult:
         result.result_type = p.COMPLETE
         result.meta = modern_meta()
     return result
+
+
+# Stand-ins for the two large members of a success result: the envelope is encoded around
+# them, then the page is joined in once (encoding it inside the envelope copied it twice
+# more, through a growing buffer). Never in msgspec's output: it escapes control characters.
+_TEXT_MARK, _STRUCTURED_MARK = b"\x00text\x00", b"\x00structured\x00"
+
+
+def _success_body(call: Call, structured: bytes) -> bytes:
+    """`result_body(call.id, _success(call, structured))`, byte for byte."""
+    frame = p.result_body(call.id, _success(call, _STRUCTURED_MARK, msgspec.Raw(_TEXT_MARK)))
+    head, _, rest = frame.partition(_TEXT_MARK)
+    middle, _, tail = rest.partition(_STRUCTURED_MARK)
+    return b"".join((head, *p.text_pieces(structured), middle, structured, tail))
 
 
 def _tool_error(call: Call, err: ToolError) -> bytes:

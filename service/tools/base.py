@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Any, Generic, TypeVar
 from uuid import UUID
 
@@ -140,6 +141,10 @@ class Tool(Generic[P]):
         return decoded
 
 
+@lru_cache(maxsize=4096)
 def parse_uuid(value: str) -> UUID:
-    """A validated UUID argument (pattern already checked) as a UUID; output is lowercase."""
+    """A validated UUID argument (pattern already checked) as a UUID; output is lowercase.
+    Remembered: a client asks about the same few workspaces, instances and workflows call
+    after call, and `UUID(str)` runs ~80 Python opcodes (a UUID is immutable, so sharing
+    one is safe)."""
     return UUID(value)

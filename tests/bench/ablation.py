@@ -89,16 +89,10 @@ def serve(switches: set[str]) -> int:
         os.environ["ELOVA_ADMISSION_OVERLAP"] = "true"
     if "notext" in switches:
         from service.mcp import protocol as p
-        from service.mcp import tools_call as calls
 
-        shipped = calls._success
-
-        def success(call: Any, structured: bytes) -> p.CallToolResult:
-            result = shipped(call, structured)  # everything as shipped but the text block
-            result.content = [p.TextContent(text="x")]
-            return result
-
-        calls._success = success
+        one_character = p.encode([p.TextContent(text="x")])
+        # Everything as shipped but the text block (tools_call joins these pieces).
+        p.text_pieces = lambda structured: (one_character,)
     if "nolog" in switches:
         from service import app as factory
         from service.server import access_log
