@@ -10,15 +10,60 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import textwrap
 from collections.abc import Callable
 
 from service.app import create_app
 from service.cli.preflight import check_dependencies, check_listeners
 from service.config import Config
 
+# `serve --help`: the settings by group (environment variables, each group's prefixes) and
+# where each is documented; every README setting belongs to one (tests/ux/test_serve_help.py).
+SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("listening and public URL", ("ELOVA_HOST", "ELOVA_PORT", "ELOVA_PUBLIC_URL",
+     "ELOVA_ALLOWED_ORIGINS", "ELOVA_METRICS_PORT", "ELOVA_LOG_LEVEL"), "README.md#configuration"),
+    ("PostgreSQL", ("ELOVA_DATABASE_", "ELOVA_DB_POOL_"), "README.md#configuration"),
+    ("Redis", ("ELOVA_REDIS_",), "docs/operations.md#redis-engines-elova_redis_mode"),
+    ("signing keys and tokens", ("ELOVA_SIGNING_KEY", "ELOVA_PREVIOUS_SIGNING_KEY_FILES",
+     "ELOVA_ACCESS_TOKEN_TTL_SECONDS"), "docs/authorization.md"),
+    ("limits", ("ELOVA_LIMIT_", "ELOVA_REQUEST_DEADLINE_SECONDS", "ELOVA_MAX_BODY_BYTES",
+     "ELOVA_MAX_RESPONSE_BYTES", "ELOVA_LEASE_GRACE_SECONDS", "ELOVA_EXPECTED_REPLICAS",
+     "ELOVA_ADMISSION_OVERLAP"), "docs/limits.md"),
+    ("proxies and sign-in throttle", ("ELOVA_TRUSTED_PROXIES", "ELOVA_TRUSTED_PROXY_HEADER",
+     "ELOVA_SIGNIN_"), "docs/operations.md#behind-a-proxy"),
+    ("connections, load shedding, shutdown", ("ELOVA_SHED_", "ELOVA_MAX_CONNECTIONS",
+     "ELOVA_HEADER_TIMEOUT_SECONDS", "ELOVA_BODY_TIMEOUT_SECONDS",
+     "ELOVA_KEEPALIVE_TIMEOUT_SECONDS", "ELOVA_PACE_REFUSALS_AFTER",
+     "ELOVA_LONGEST_REFUSAL_PAUSE_MS", "ELOVA_DRAIN_SECONDS"),
+     "docs/operations.md#load-shedding-and-slow-clients"),
+    ("OAuth clients", ("ELOVA_OAUTH_",),
+     "docs/operations.md#client-id-metadata-documents-outbound-https"),
+    ("audit trail", ("ELOVA_AUDIT_",), "docs/operations.md#audit-trail"),
+    ("tracing", ("OTEL_",), "docs/operations.md#tracing"),
+)  # fmt: skip
+
+
+def settings_help() -> str:
+    lines = ["settings (environment variables; every one with its default in README.md's",
+             "Configuration table):"]  # fmt: skip
+    for title, names, doc in SETTING_GROUPS:
+        shown = ", ".join(n + "*" if n.endswith("_") else n for n in names)
+        lines += textwrap.wrap(f"{title}: {shown}", 88, initial_indent="  ",
+                               subsequent_indent="      ")  # fmt: skip
+        lines.append(f"    see {doc}")
+    lines.append("a missing or malformed setting stops the start with one line naming it.")
+    return "\n".join(lines)
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub.add_parser("serve", help="serve MCP over streamable HTTP")
+    sub.add_parser(
+        "serve",
+        help="serve MCP over streamable HTTP",
+        description="Serve MCP over streamable HTTP until SIGTERM or SIGINT; configured by\n"
+        "ELOVA_* environment variables only.",
+        epilog=settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

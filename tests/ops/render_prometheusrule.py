@@ -1,4 +1,5 @@
-"""Render k8s/base/prometheusrule.yaml from grafana/alerts/elova-mcp.rules.yaml.
+"""Render k8s/components/prometheus-operator/prometheusrule.yaml from the alerts file
+grafana/alerts/elova-mcp.rules.yaml.
 
 The rules file is the one source (Prometheus in compose loads it directly); the Kubernetes
 PrometheusRule embeds the same groups. Run with the tools interpreter (it needs PyYAML):
@@ -15,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "grafana" / "alerts" / "elova-mcp.rules.yaml"
-TARGET = ROOT / "k8s" / "base" / "prometheusrule.yaml"
+TARGET = ROOT / "k8s" / "components" / "prometheus-operator" / "prometheusrule.yaml"
 HEADER = (
     "# GENERATED from grafana/alerts/elova-mcp.rules.yaml by\n"
     "# tests/ops/render_prometheusrule.py: edit the rules file, then re-run the script.\n"

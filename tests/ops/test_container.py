@@ -27,7 +27,7 @@ def test_hadolint_accepts_the_dockerfile() -> None:
 def test_dockerfile_is_multi_stage_pinned_and_unprivileged() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
-    assert base and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base[1])
+    assert base and re.fullmatch(r"python:3\.13\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base[1])
     stages = re.findall(r"^FROM (\S+) AS (\w+)$", text, re.M)
     assert [name for _, name in stages] == ["build", "runtime"]
     runtime = text.split("AS runtime", 1)[1]

@@ -13,6 +13,7 @@ import pytest
 
 from service.config import Config
 from service.server.listener import DRAIN_SECONDS, shutdown_timeout
+from service.settings.proxies import read_trusted_proxies
 from tests.ops.tooling import ROOT, require, run
 from tests.ops.yamldocs import load_all
 
@@ -240,3 +241,38 @@ def test_staging_reaches_its_database_and_cache_at_one_address_each() -> None:
     database = server[5432][0]["to"][0]["ipBlock"]["cidr"]
     assert migrate[5432][0]["to"][0]["ipBlock"]["cidr"] == database
     assert server[6379][0]["to"][0]["ipBlock"]["cidr"] != database
+
+
+def _render(path: Path) -> tuple[dict[str, Any], ...]:
+    return tuple(load_all(run([require("kubectl"), "kustomize", str(path)])))
+
+
+def test_base_holds_its_namespace_and_applies_without_the_operator_crds() -> None:
+    docs = _render(ROOT / "k8s" / "base")
+    assert one(docs, "Namespace", "elova")
+    assert all(d["metadata"].get("namespace") == "elova" for d in docs if d["kind"] != "Namespace")
+    assert not [d for d in docs if d["apiVersion"].startswith(CRD_GROUP)]
+    operator = _render(ROOT / "k8s" / "components" / "prometheus-operator")
+    assert {d["kind"] for d in operator} == {"ServiceMonitor", "PrometheusRule"}
+
+
+def test_production_ingress_terminates_tls_for_the_public_url() -> None:
+    docs = rendered("production")
+    ingress = one(docs, "Ingress", "elova-mcp")
+    public = one(docs, "ConfigMap", "elova-mcp")["data"]["ELOVA_PUBLIC_URL"]
+    host = public.removeprefix("https://")
+    assert public.startswith("https://") and "/" not in host
+    assert [t["hosts"] for t in ingress["spec"]["tls"]] == [[host]]
+    assert ingress["spec"]["tls"][0]["secretName"]
+    assert [r["host"] for r in ingress["spec"]["rules"]] == [host]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_migration_runs_before_the_server_and_proxies_are_trusted(overlay: str) -> None:
+    docs = rendered(overlay)
+    pod = one(docs, "Deployment", "elova-mcp")["spec"]["template"]["spec"]
+    assert [(c["name"], c["args"]) for c in pod["initContainers"]] == [("migrate", ["migrate"])]
+    assert pod["initContainers"][0]["image"] == pod["containers"][0]["image"]
+    # the ingress controller's pods are in the trusted range, so their X-Forwarded-For counts
+    data = one(docs, "ConfigMap", "elova-mcp")["data"]
+    assert read_trusted_proxies(data).networks

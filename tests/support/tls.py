@@ -56,6 +56,9 @@ def make_tls(folder: Path) -> Tls:
             ),
             critical=True,
         )  # fmt: skip
+        # key identifiers: Python 3.13's default context verifies with VERIFY_X509_STRICT,
+        # which refuses a chain without them (RFC 5280 4.2.1.1-2)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -79,6 +82,10 @@ def make_tls(folder: Path) -> Tls:
             ),
             critical=False,
         )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
     tls = Tls(folder / "ca.pem", folder / "server.pem", folder / "server.key")
