@@ -39,7 +39,7 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("OAuth clients", ("ELOVA_OAUTH_",),
      "docs/operations.md#client-id-metadata-documents-outbound-https"),
     ("audit trail", ("ELOVA_AUDIT_",), "docs/operations.md#audit-trail"),
-    ("tracing", ("OTEL_",), "docs/operations.md#tracing"),
+    ("tracing", ("OTEL_", "ELOVA_TRACING_"), "docs/operations.md#tracing"),
 )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ refuses an over-long value and names it (`… length <= 1000 - at $.logo_uri`).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Annotated
 
@@ -28,6 +29,10 @@ import msgspec
 from service.auth.oauth.clients import MAX_REDIRECT_URI_LENGTH
 
 MAX_DOCUMENT_BYTES = 16 * 1024
+# Arrays and objects inside one another: a registration document needs 3 (jwks 5); how deep
+# a parser goes before it gives up is the interpreter's (Python 3.13 goes far deeper than
+# 3.11), so the bound is ours.
+MAX_NESTING = 32
 MAX_REDIRECT_URIS = 10
 MAX_INFO_URL_LENGTH = 1000
 
@@ -43,6 +48,21 @@ SoftwareVersion = Annotated[str, msgspec.Meta(max_length=100)]
 
 # The informational fields: stored in `metadata` and echoed (registration) as sent.
 INFORMATION = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version")
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def nesting_problem(document: bytes) -> str | None:
+    """Why a JSON document is nested too deeply (over MAX_NESTING), or None. Brackets
+    inside strings do not count; a malformed document is left to the parser."""
+    depth = 0
+    for bracket in _BRACKET.finditer(_STRING.sub(b'""', document)):
+        depth += 1 if bracket[0] in b"[{" else -1
+        if depth > MAX_NESTING:
+            return f"the client metadata is nested too deeply (at most {MAX_NESTING} levels)"
+    return None
 
 
 def size_refusal(message: str) -> bool:

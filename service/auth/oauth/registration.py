@@ -41,6 +41,7 @@ from service.auth.oauth.client_metadata import (
     SoftwareVersion,
     field_of,
     information_problem,
+    nesting_problem,
     size_refusal,
 )
 from service.auth.oauth.clients import redirect_uri_refusal
@@ -127,6 +128,8 @@ async def _document(request: web.Request) -> RegistrationRequest:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise too_big from None
+    if (deep := nesting_problem(body)) is not None:
+        raise _bad(deep)
     try:
         document = _decoder.decode(body)
     except msgspec.ValidationError as err:
@@ -141,8 +144,7 @@ async def _document(request: web.Request) -> RegistrationRequest:
         raise _bad(f"malformed client metadata: {message}") from None
     except msgspec.DecodeError:
         raise _bad("the request body is not a JSON object") from None
-    except RecursionError:
-        # Deep nesting (within the request bound) must be a 400, not a 500.
+    except RecursionError:  # nesting_problem's bound is the parser's too: never a 500
         raise _bad("the client metadata is nested too deeply") from None
     if len(body) > MAX_DOCUMENT_BYTES:  # every field within its bound, the whole is not
         raise too_big
