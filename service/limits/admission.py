@@ -164,9 +164,7 @@ class Admission:
             waited = wait is not None
             while True:
                 if answer is None:
-                    if not self._replica_slot():
-                        waited = True
-                        await self._replica_slot_within(started, until)
+                    waited = await self._slot_for_try(started, until, final) or waited
                     answer = await self._ask(request_id, caller)
                 try:
                     outcome = self._decided(answer, request_id, caller)
@@ -208,6 +206,19 @@ class Admission:
         except BaseException:
             self._waits.leave(wait)
             raise
+
+    async def _slot_for_try(self, started: float, until: float, final: bool) -> bool:
+        """A replica slot for this try; True when it had to wait for one. A request whose
+        wait behind its account's requests is over (`final`) does not wait for one: it is
+        refused for its account's cap, the limit it waited for (the replica's slots are then
+        mostly its account's other last tries), not `global`."""
+        if self._replica_slot():
+            return False
+        if final:
+            self._waited(True, started, admitted=False)
+            raise self._refusals.account_full(self._shared is not None and not self.degraded)
+        await self._replica_slot_within(started, until)
+        return True
 
     async def _replica_slot_within(self, started: float, until: float) -> None:
         """One of this replica's slots, waited for in arrival order until `until`; the

@@ -52,6 +52,17 @@ class Refusals:
             message = message[:-1] + " (its share of the fleet's limit)."
         return LimitExceeded(GLOBAL, retry, message, headers=headers)
 
+    def account_full(self, shared: bool) -> LimitExceeded:
+        """The 429 of a request whose wait behind its account's requests ended with no
+        replica slot free for its last try: refused for the account's cap, the limit it
+        waited for (the replica's slots are then mostly its account's last tries, each
+        asking Redis); no budget was read, as with `replica_full`."""
+        self._metrics.limit_refused(ACCOUNT)
+        retry = concurrency_hint()
+        cap = self.limits.account_concurrency if shared else self._local.account_cap
+        message = f"This account already has {cap} requests in progress."
+        return LimitExceeded(ACCOUNT, retry, message, headers=self._unknown_budget(retry))
+
     def _unknown_budget(self, retry: int) -> dict[str, str]:
         # The budget is unknown; what holds is "nothing more until the hint has passed".
         headers = Budget(

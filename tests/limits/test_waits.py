@@ -156,3 +156,23 @@ async def test_without_redis_the_wait_works_on_the_per_process_limits(
     calls = [_call(admission, f"c{n}", agent, 0.03, log) for n in range(4)]
     assert await asyncio.gather(*calls) == ["ok"] * 4
     assert _most_at_once(log) == 2
+
+
+async def test_requests_whose_account_wait_ended_together_are_refused_for_the_account(
+    make_admission: MakeAdmission, metrics: RecordingMetrics
+) -> None:
+    """Requests queued behind their account's head all reach the end of the wait at once and
+    each has one last try; the replica's free slot is taken by the first of them (asking
+    Redis), and the others were refused `global`, a full replica, for a wait that was the
+    account's (seen as a flake of test_multiprocess). They are refused `account`."""
+    admission = make_admission(global_concurrency=3, slot_wait_seconds=0.3)
+    agent = make_caller()
+    held = [await admission.acquire(f"held-{n}", agent) for n in range(2)]
+    waiting = [asyncio.create_task(admission.acquire("head", agent))]
+    await asyncio.sleep(0.05)  # the head waits for the account: the next ones queue behind
+    waiting += [asyncio.create_task(admission.acquire(f"w{n}", agent)) for n in range(3)]
+    refused = await asyncio.gather(*waiting, return_exceptions=True)
+    assert [r.limit for r in refused if isinstance(r, LimitExceeded)] == ["account"] * 4
+    assert metrics.recorded_refused == ["account"] * 4
+    for grant in held:
+        await admission.release(grant)
