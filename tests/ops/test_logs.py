@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import re
 from typing import Any
 
@@ -12,7 +13,16 @@ import pytest
 from aiohttp import web
 
 from service.edge.headers import REQUEST_ID as REQUEST_ID_HEADER
-from service.observability.logs import JsonFormatter, redact, redact_text
+from service.observability.logs import (
+    CURRENT_REQUEST_ID,
+    JsonFormatter,
+    LineHandler,
+    Redaction,
+    log_redacted,
+    redact,
+    redact_text,
+)
+from service.observability.stdout import LineOutput
 from tests.ops.conftest import StartApp
 from tests.ops.serve_process import ServeProcess
 
@@ -143,3 +153,40 @@ async def test_a_real_process_logs_json_lines_without_secrets(serve_env: dict[st
     assert [(a["status"], a["request_id"]) for a in access] == [answered[2]]
     for line in lines:
         assert {"time", "level", "logger", "message"} <= line.keys()
+
+
+def test_a_pre_redacted_line_reads_the_same_written_directly_or_through_logging() -> None:
+    """The access line skips the logging machinery when our handler is the only place it
+    can go; with another handler beside it, it is logged as a record. Both write the same
+    line (the time aside), and the other handler gets it too."""
+    direct, beside = io.StringIO(), io.StringIO()
+    logger = logging.getLogger("elova.test-direct-line")
+    logger.propagate = False
+    ours = LineHandler(LineOutput(direct))
+    ours.setFormatter(JsonFormatter())
+    ours.addFilter(Redaction())
+    logger.handlers = [ours]
+    logger.setLevel(logging.DEBUG)
+    fields = {"event": "http_request", "status": 200, "path": "/mcp", "client": "203.0.113.9",
+              "user_agent": "tést", "by_status": {"401": 2}}  # fmt: skip
+    token = CURRENT_REQUEST_ID.set("req-direct-1")
+    try:
+        log_redacted(logger, logging.INFO, "POST /mcp 200", fields)
+        other = LineHandler(LineOutput(beside))
+        other.setFormatter(JsonFormatter())
+        logger.addHandler(other)
+        log_redacted(logger, logging.INFO, "POST /mcp 200", fields)
+        logger.setLevel(logging.WARNING)
+        log_redacted(logger, logging.INFO, "POST /mcp 200", fields)  # below the level: none
+    finally:
+        CURRENT_REQUEST_ID.reset(token)
+        logger.handlers = []
+    written, logged = direct.getvalue().splitlines(), beside.getvalue().splitlines()
+    assert len(written) == 2 and len(logged) == 1
+    first, second, other_line = (json.loads(line) for line in (*written, *logged))
+    assert first.pop("time") and second.pop("time") and other_line.pop("time")
+    assert first == second == other_line == {
+        "level": "info", "logger": "elova.test-direct-line", "message": "POST /mcp 200",
+        "request_id": "req-direct-1", **fields,
+    }  # fmt: skip
+    assert list(first) == list(second)  # the same order of keys too
