@@ -11,8 +11,9 @@ same `tools/call get_many_executions` first page.
 The judged figure is CPU a call: the server process's user + system CPU over the measured
 window (/proc/<pid>/stat before and after) divided by the calls it answered, plus, for ours,
 the CPU of a redis-server of its own (Redis is part of our contract; the peers and the
-ceiling have none). Pinned: the server under test alone on core 1, the load generator and
-that redis-server on core 0 (`taskset`); PostgreSQL is the machine's and not pinned. Every
+ceiling have none). Pinned: the server under test alone on core 1, the load generator (wrk,
+Debian's native one, where installed: tests/bench/wrk_load.py) and that redis-server on
+core 0 (`taskset`); PostgreSQL is the machine's and not pinned. Every
 round starts each server afresh, warms it, then measures; rounds are interleaved (the order
 reversed every other round). Req/s is printed as information: on 2 shared cores it says
 more about the machine than the server.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import msgspec
 
-from tests.bench import peers, scenarios
+from tests.bench import peers, scenarios, wrk_load
 from tests.bench.ceiling_bench import PEER_EXPECT
 from tests.bench.loadgen import Job, Request, Result
 from tests.bench.same_answer import TOOL
@@ -46,6 +47,7 @@ from tests.support.services import new_redis_prefix
 SERVER_CORE, LOAD_CORE = "1", "0"
 ROUNDS = 5
 EXPECT = '"isError":false'
+GENERATOR_VARIABLE = "BENCH_GENERATOR"  # "python": tests/bench/loadgen.py even with wrk here
 PEER_PROFILE_VARIABLE = "BENCH_PEER_PROFILE"  # "shipped": a peer logs as it ships
 
 OURS_SHIPPED = "ours, shipped"
@@ -93,7 +95,10 @@ def pinned(core: str, argv: list[str]) -> list[str]:
 
 
 def pinned_load(work: Job) -> Result:
-    """The load generator as a process of its own, on the load core."""
+    """The load generator as a process of its own, on the load core: wrk where it is
+    installed (tests/bench/wrk_load.py), else the Python one (tests/bench/loadgen.py)."""
+    if _uses_wrk() and wrk_load.supports(work):
+        return wrk_load.run(work, prefix=pinned(LOAD_CORE, []))
     done = subprocess.run(
         pinned(LOAD_CORE, python("-m", "tests.bench.loadgen")),
         cwd=ROOT,
@@ -182,6 +187,15 @@ def _ratio_row(label: str, ratios: list[float], target: str, met: bool) -> str:
     return f"| {label} | **{statistics.median(ratios):.2f}×** ({by_round}) | {target} | {verdict} |"
 
 
+def _uses_wrk() -> bool:
+    """wrk unless it is absent or GENERATOR_VARIABLE says `python` (to compare the two)."""
+    return os.environ.get(GENERATOR_VARIABLE, "wrk") != "python" and wrk_load.available()
+
+
+def _generator() -> str:
+    return "wrk, one thread" if _uses_wrk() else "tests/bench/loadgen.py"
+
+
 def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections: int,
            executions: int, absent: list[str]) -> str:  # fmt: skip
     lines = [
@@ -189,7 +203,8 @@ def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections:
         f"{connections} connections, {rounds} interleaved rounds of {seconds:.0f} s, "
         f"{executions:,} executions",
         "",
-        "Each server alone on core 1; the load generator and our redis-server on core 0; "
+        f"Each server alone on core 1; the load generator ({_generator()}) and our "
+        "redis-server on core 0; "
         "PostgreSQL unpinned. CPU a call: the process's user + system CPU over the measured "
         "window ÷ calls answered; median (min–max) of the rounds.",
     ]

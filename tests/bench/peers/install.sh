@@ -45,3 +45,17 @@ if [ ! -f "$fm_stamp" ] || [ "$(cat "$fm_stamp")" != "$want" ]; then
     "$VENV/bin/python" -c "import fastmcp, asyncpg, uvicorn, uvloop, httptools"
     echo "$want" >"$fm_stamp"
 fi
+
+# wrk, the native load generator of the CPU-a-call section (tests/bench/wrk_load.py), from
+# Debian's packages where this user may install them; without it that section uses the
+# Python generator and says so in its report.
+if ! command -v wrk >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing wrk (Debian's package)"
+        apt-get install -y -qq --no-install-recommends wrk >/dev/null \
+            || { apt-get update -qq && apt-get install -y -qq --no-install-recommends wrk >/dev/null; } \
+            || echo "wrk could not be installed: the Python load generator is used"
+    else
+        echo "wrk is not installed (apt-get install wrk): the Python load generator is used"
+    fi
+fi
