@@ -198,13 +198,12 @@ def _encoded(line: dict[str, Any]) -> str:
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
-def _line_text(
-    created: float, level: int, name: str, message: str, fields: Mapping[str, Any]
-) -> str:
-    """A pre-redacted line (`log_redacted`) as `JsonFormatter` writes it."""
+def _head(created: float, level_name: str, name: str, message: str) -> dict[str, Any]:
+    """What every line starts with: time, level, logger, message, and the request (and
+    trace) the line was logged in."""
     line: dict[str, Any] = {
         "time": _timestamp(created),
-        "level": _LEVEL_NAMES.get(level) or logging.getLevelName(level).lower(),
+        "level": level_name,
         "logger": name,
         "message": message,
     }
@@ -214,6 +213,15 @@ def _line_text(
     traced = current_trace_ids()  # a traced request's lines carry its trace
     if traced is not None:
         line["trace_id"], line["span_id"] = traced
+    return line
+
+
+def _line_text(
+    created: float, level: int, name: str, message: str, fields: Mapping[str, Any]
+) -> str:
+    """A pre-redacted line (`log_redacted`) as `JsonFormatter` writes it."""
+    level_name = _LEVEL_NAMES.get(level) or logging.getLevelName(level).lower()
+    line = _head(created, level_name, name, message)
     line.update(fields)
     return _encoded(line)
 
@@ -232,18 +240,9 @@ class JsonFormatter(logging.Formatter):
         message = record.getMessage()
         if pre_redacted is not None and not record.exc_info:
             return _line_text(record.created, record.levelno, record.name, message, pre_redacted)
-        line: dict[str, Any] = {
-            "time": _timestamp(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": message if pre_redacted is not None else redact_text(message),
-        }
-        request_id = CURRENT_REQUEST_ID.get()
-        if request_id is not None:
-            line["request_id"] = request_id
-        traced = current_trace_ids()  # a traced request's lines carry its trace
-        if traced is not None:
-            line["trace_id"], line["span_id"] = traced
+        if pre_redacted is None:
+            message = redact_text(message)
+        line = _head(record.created, record.levelname.lower(), record.name, message)
         if pre_redacted is not None:  # the fields as `log_redacted` was given them
             line.update(pre_redacted)
         else:
