@@ -32,11 +32,12 @@ class Refusals:
         limit = decision.limit or GLOBAL
         if count:
             self._metrics.limit_refused(limit)
-        account_cap = self.limits.account_concurrency if shared else self._local.account_cap
         return LimitExceeded(
             limit,
             decision.retry_after_seconds(),
-            _message(limit, decision.budget, self.limits.global_concurrency, account_cap),
+            _message(
+                limit, decision.budget, self.limits.global_concurrency, self._account_cap(shared)
+            ),
             headers=decision.budget.headers(),
         )
 
@@ -59,9 +60,11 @@ class Refusals:
         asking Redis); no budget was read, as with `replica_full`."""
         self._metrics.limit_refused(ACCOUNT)
         retry = concurrency_hint()
-        cap = self.limits.account_concurrency if shared else self._local.account_cap
-        message = f"This account already has {cap} requests in progress."
+        message = _account_busy(self._account_cap(shared))
         return LimitExceeded(ACCOUNT, retry, message, headers=self._unknown_budget(retry))
+
+    def _account_cap(self, shared: bool) -> int:
+        return self.limits.account_concurrency if shared else self._local.account_cap
 
     def _unknown_budget(self, retry: int) -> dict[str, str]:
         # The budget is unknown; what holds is "nothing more until the hint has passed".
@@ -90,5 +93,9 @@ def _message(limit: str, budget: Budget, global_cap: int, account_cap: int) -> s
     if limit == APPROVAL:
         return f"This approval has used its {budget.per_minute} requests a minute."
     if limit == ACCOUNT:
-        return f"This account already has {account_cap} requests in progress."
+        return _account_busy(account_cap)
     return f"This replica is handling {global_cap} requests at once."
+
+
+def _account_busy(cap: int) -> str:
+    return f"This account already has {cap} requests in progress."

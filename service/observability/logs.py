@@ -238,8 +238,6 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         pre_redacted: Mapping[str, Any] | None = record.__dict__.get(_PRE_REDACTED)
         message = record.getMessage()
-        if pre_redacted is not None and not record.exc_info:
-            return _line_text(record.created, record.levelno, record.name, message, pre_redacted)
         if pre_redacted is None:
             message = redact_text(message)
         line = _head(record.created, record.levelname.lower(), record.name, message)
@@ -293,23 +291,22 @@ class LineHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            taken = self.output.offer((self.format(record) + "\n").encode("utf-8"))
+            self._write(self.format(record))
         except Exception:
             self.handleError(record)
-            return
-        if not taken:
-            self.output.drop()
 
     def write_line(self, text: str) -> bool:
         """A line formatted already (`log_redacted`'s direct path); False when writing it
         failed, so that the caller logs it the usual way (which reports the failure)."""
         try:
-            taken = self.output.offer((text + "\n").encode("utf-8"))
+            self._write(text)
         except Exception:
             return False
-        if not taken:
-            self.output.drop()
         return True
+
+    def _write(self, text: str) -> None:
+        if not self.output.offer((text + "\n").encode("utf-8")):
+            self.output.drop()
 
 
 # What a LogRecord gathers that no line of ours shows (the logging HOWTO, "Optimization"):
