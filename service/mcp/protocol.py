@@ -258,6 +258,31 @@ def result_body(request_id: RequestId | None, result: Any) -> bytes:
     return encode(ResultResponse(id=request_id, result=result))
 
 
+# Stand-ins for the two large members of a success result: the envelope is encoded around
+# them, then the page is joined in once (encoding it inside the envelope copied it twice
+# more, through a growing buffer). Never in msgspec's output: it escapes control characters.
+_TEXT_MARK, _STRUCTURED_MARK = b"\x00text\x00", b"\x00structured\x00"
+
+
+def success_body(
+    request_id: RequestId | None, structured: bytes, meta: dict[str, Any] | None = None
+) -> bytes:
+    """A tool's success answer, byte for byte `result_body(request_id, result)` of the
+    `CallToolResult` holding `structured` as structuredContent and as its text block
+    (`text_content`); with `meta` (a 2026-07-28 call), resultType complete and that _meta."""
+    frame = CallToolResult(
+        content=msgspec.Raw(_TEXT_MARK),
+        structured_content=msgspec.Raw(_STRUCTURED_MARK),
+        is_error=False,
+    )
+    if meta is not None:
+        frame.result_type = COMPLETE
+        frame.meta = meta
+    head, _, rest = result_body(request_id, frame).partition(_TEXT_MARK)
+    middle, _, tail = rest.partition(_STRUCTURED_MARK)
+    return b"".join((head, *text_pieces(structured), middle, structured, tail))
+
+
 def error_body(request_id: RequestId | None, code: int, message: str, data: Any = UNSET) -> bytes:
     data = UNSET if data is None else data
     return encode(ErrorResponse(id=request_id, error=ErrorObject(code, message, data)))

@@ -60,7 +60,7 @@ async def call_tool(call: Call) -> Answer:
     if not call.authorization.confirmed:  # a bug of the handler: dispatch confirms for it
         log.error("tool %s answered without confirming its caller", tool.name)
     structured = ctx.encode(output)
-    body = _success_body(call, structured)
+    body = p.success_body(call.id, structured, modern_meta() if call.modern else None)
     if len(body) > limit:
         log.error(
             "tool %s produced %d bytes, over the %d-byte response bound",
@@ -107,32 +107,6 @@ async def _run(call: Call, tool_name: str, handler: Any, ctx: ToolContext, argum
         call.app[METRICS].db_call(tool_name, time.perf_counter() - started, failed)
 
 
-def _success(call: Call, structured: bytes, content: msgspec.Raw | None = None) -> p.CallToolResult:
-    result = p.CallToolResult(
-        content=p.text_content(structured) if content is None else content,
-        structured_content=msgspec.Raw(structured),
-        is_error=False,
-    )
-    if call.modern:
-        result.result_type = p.COMPLETE
-        result.meta = modern_meta()
-    return result
-
-
-# Stand-ins for the two large members of a success result: the envelope is encoded around
-# them, then the page is joined in once (encoding it inside the envelope copied it twice
-# more, through a growing buffer). Never in msgspec's output: it escapes control characters.
-_TEXT_MARK, _STRUCTURED_MARK = b"\x00text\x00", b"\x00structured\x00"
-
-
-def _success_body(call: Call, structured: bytes) -> bytes:
-    """`result_body(call.id, _success(call, structured))`, byte for byte."""
-    frame = p.result_body(call.id, _success(call, _STRUCTURED_MARK, msgspec.Raw(_TEXT_MARK)))
-    head, _, rest = frame.partition(_TEXT_MARK)
-    middle, _, tail = rest.partition(_STRUCTURED_MARK)
-    return b"".join((head, *p.text_pieces(structured), middle, structured, tail))
-
-
 def _tool_error(call: Call, err: ToolError) -> bytes:
     meta = err.meta()
     result = p.CallToolResult(
@@ -150,11 +124,10 @@ def response_overhead(call: Call) -> int:
     string: `ToolContext.fits` adds both to this and compares with the response bound."""
     base = _OVERHEAD.get(call.modern)
     if base is None:
-        probe = _success(call, b"0")
-        probe.content = [p.TextContent(text="")]
-        # b"0" stands for the structured JSON (1 byte) and "" for the text string (2 bytes),
-        # id 0 for the request id (1 byte); the envelope is otherwise the same every call.
-        base = _OVERHEAD[call.modern] = len(p.result_body(0, probe)) - 4
+        # b"0" stands for the structured JSON (1 byte) and for the text string ('"0"', 3
+        # bytes), id 0 for the request id (1 byte); the envelope is otherwise the same.
+        probe = p.success_body(0, b"0", modern_meta() if call.modern else None)
+        base = _OVERHEAD[call.modern] = len(probe) - 5
     return base + len(p.encode(call.id))
 
 
