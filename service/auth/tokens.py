@@ -35,6 +35,7 @@ from service.auth.signing_keys import SigningKey, load_signing_key
 from service.config import Config
 from service.crypto import b64url
 from service.errors import InvalidToken
+from service.rules.identifiers import parse_id
 
 MAX_ACCESS_TOKEN_SECONDS = 300
 LEEWAY_SECONDS = 5
@@ -313,8 +314,8 @@ class TokenService:
         if not isinstance(client, str) or not isinstance(claims["jti"], str):
             raise InvalidToken("The access token claims are malformed", reason="malformed")
         try:
-            account_id = uuid.UUID(claims["sub"])
-            approval_id = uuid.UUID(claims[APPROVAL_CLAIM])
+            account_id = parse_id(claims["sub"])
+            approval_id = parse_id(claims[APPROVAL_CLAIM])
         except (TypeError, ValueError, AttributeError) as err:
             raise InvalidToken("The access token claims are malformed", reason="malformed") from err
         return AccessClaims(
