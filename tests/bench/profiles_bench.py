@@ -17,6 +17,11 @@ core 0 (`taskset`); PostgreSQL is the machine's and not pinned. Every
 round starts each server afresh, warms it, then measures; rounds are interleaved (the order
 reversed every other round). Req/s is printed as information: on 2 shared cores it says
 more about the machine than the server.
+
+Beside each run, the steal time of the server's core over the window (/proc/stat: time
+the hypervisor gave that virtual CPU's turn to another guest), as a share of the window:
+a guest's process CPU can include time its core was not running it, so a round with steal
+reads slower than it was, and a ratio of two runs with different steal moves with it.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ class Run:
     redis_ms: float  # our redis-server's CPU a call (0 for a server without Redis)
     rps: float
     p50_ms: float
+    steal: float = 0.0  # the server core's steal time ÷ the window
 
     @property
     def total_ms(self) -> float:
@@ -88,6 +94,15 @@ def cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def steal_seconds(core: str) -> float:
+    """The steal time of one CPU so far (0 where /proc/stat does not say)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{core} "):
+            fields = line.split()
+            return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+    return 0.0
 
 
 def pinned(core: str, argv: list[str]) -> list[str]:
@@ -131,16 +146,19 @@ def measure(
         pinned_load(job(who.port, requests, concurrency=connections, warmup_seconds=1.5,
                         duration_seconds=0.5, expect=who.expect))  # fmt: skip
         server_before, redis_before = cpu_seconds(server.pid), cpu_seconds(redis_pid)
+        steal_before, started = steal_seconds(SERVER_CORE), time.monotonic()
         result = pinned_load(job(who.port, requests, concurrency=connections,
                                  warmup_seconds=0.0, duration_seconds=seconds,
                                  expect=who.expect))  # fmt: skip
         server_used = cpu_seconds(server.pid) - server_before
         redis_used = cpu_seconds(redis_pid) - redis_before
+        stolen = steal_seconds(SERVER_CORE) - steal_before
+        window = max(time.monotonic() - started, 1e-9)
     if result.errors:
         raise RuntimeError(f"{who.name}: {result.errors} errors: {result.first_error[:300]}")
     calls = max(result.completed, 1)
     redis_ms = 1000 * redis_used / calls if who.uses_redis else 0.0
-    return Run(1000 * server_used / calls, redis_ms, result.rps, result.p50_ms)
+    return Run(1000 * server_used / calls, redis_ms, result.rps, result.p50_ms, stolen / window)
 
 
 def _contenders(
@@ -181,6 +199,11 @@ def _spread(values: list[float], digits: int = 3) -> str:
             f"({min(values):.{digits}f}–{max(values):.{digits}f})")  # fmt: skip
 
 
+def _percent_spread(shares: list[float]) -> str:
+    return (f"{100 * statistics.median(shares):.1f} % "
+            f"({100 * min(shares):.1f}–{100 * max(shares):.1f})")  # fmt: skip
+
+
 def _ratio_row(label: str, ratios: list[float], target: str, met: bool) -> str:
     by_round = ", ".join(f"{r:.2f}" for r in ratios)
     verdict = "yes" if met else "**no**"
@@ -206,21 +229,25 @@ def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections:
         f"Each server alone on core 1; the load generator ({_generator()}) and our "
         "redis-server on core 0; "
         "PostgreSQL unpinned. CPU a call: the process's user + system CPU over the measured "
-        "window ÷ calls answered; median (min–max) of the rounds.",
+        "window ÷ calls answered; median (min–max) of the rounds. Steal: the time the "
+        "hypervisor took core 1 from this guest during the window, as a share of it "
+        "(a run with steal reads slower than it was).",
     ]
     if absent:
         lines.append(f"Left out, not installed here ({peers.INSTALL}): {', '.join(absent)}.")
     lines += [
         "",
-        "| server | CPU a call, ms | our Redis ms | server + Redis ms | req/s | p50 ms |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| server | CPU a call, ms | our Redis ms | server + Redis ms | req/s | p50 ms "
+        "| steal, core 1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, done in runs.items():
         lines.append(
             f"| {name} | {_spread([r.server_ms for r in done])} "
             f"| {_spread([r.redis_ms for r in done])} | {_spread([r.total_ms for r in done])} "
             f"| {statistics.median(r.rps for r in done):.0f} "
-            f"| {statistics.median(r.p50_ms for r in done):.2f} |"
+            f"| {statistics.median(r.p50_ms for r in done):.2f} "
+            f"| {_percent_spread([r.steal for r in done])} |"
         )
     shipped = [r.total_ms for r in runs[OURS_SHIPPED]]
     lines += ["", "| figure (per round, median first) | ratio | target | met |",
