@@ -366,23 +366,26 @@ async def read_replies(
     """`count` replies from `conn`, errors in their place. With hiredis (a dependency of
     this package) they are taken from its reader as the socket delivers them; redis-py's
     `read_response`, which we use otherwise, costs a timeout context and several
-    awaits a reply. `bounded` (the exchange's timeout) is moved on by `step` after each
-    read that brought data."""
+    awaits a reply. `bounded` (the exchange's timeout, `step` from the write) is moved on
+    to `step` from now before each further read (a batch's replies mostly come in one
+    read, which then moves no timer)."""
     parser = conn._parser
     reader = getattr(parser, "_reader", None)
     stream = getattr(parser, "_stream", None)
     if not isinstance(reader, hiredis.Reader) or stream is None:
         return await _read_one_by_one(conn, count)
     replies: list[Any] = []
+    reads = 0
     while len(replies) < count:
         reply = reader.gets()
         if reply is False or reply is NOT_ENOUGH_DATA:
+            if reads and bounded is not None and step is not None:  # each read has its own
+                bounded.reschedule(asyncio.get_running_loop().time() + step)
+            reads += 1
             data = await stream.read(_READ_SIZE)
             if not data:
                 raise RedisConnectionError("Redis closed the connection")
             reader.feed(data)
-            if bounded is not None and step is not None:  # the next read has its own
-                bounded.reschedule(asyncio.get_running_loop().time() + step)
             continue
         if isinstance(reply, RedisConnectionError):  # what redis-py raises, too
             raise reply
