@@ -199,11 +199,6 @@ def _spread(values: list[float], digits: int = 3) -> str:
             f"({min(values):.{digits}f}–{max(values):.{digits}f})")  # fmt: skip
 
 
-def _percent_spread(shares: list[float]) -> str:
-    return (f"{100 * statistics.median(shares):.1f} % "
-            f"({100 * min(shares):.1f}–{100 * max(shares):.1f})")  # fmt: skip
-
-
 def _ratio_row(label: str, ratios: list[float], target: str, met: bool) -> str:
     by_round = ", ".join(f"{r:.2f}" for r in ratios)
     verdict = "yes" if met else "**no**"
@@ -238,7 +233,7 @@ def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections:
     lines += [
         "",
         "| server | CPU a call, ms | our Redis ms | server + Redis ms | req/s | p50 ms "
-        "| steal, core 1 |",
+        "| steal, core 1, % |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, done in runs.items():
@@ -247,7 +242,7 @@ def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections:
             f"| {_spread([r.redis_ms for r in done])} | {_spread([r.total_ms for r in done])} "
             f"| {statistics.median(r.rps for r in done):.0f} "
             f"| {statistics.median(r.p50_ms for r in done):.2f} "
-            f"| {_percent_spread([r.steal for r in done])} |"
+            f"| {_spread([100 * r.steal for r in done], 1)} |"
         )
     shipped = [r.total_ms for r in runs[OURS_SHIPPED]]
     lines += ["", "| figure (per round, median first) | ratio | target | met |",

@@ -8,7 +8,7 @@ with the bytes our service answers: the JSON-RPC result holding `structuredConte
 text block, encoded by msgspec with the service's own Structs and joined as our tool joins
 them (service.mcp.protocol.success_body: the same least work for the same bytes; until
 2026-12-06 the ceiling decoded the page to a str and encoded it again for its text block,
-~0.4M instructions a call more than ours on this data set's non-ASCII pages). Each request runs the
+~0.3M instructions a call more than ours on this data set's non-ASCII pages). Each request runs the
 statement our tool runs for that call — the approval, scope and page read in one
 (service.store.reads.executions.read_first_page, the same function) —
 through a pool of our pool's size and settings, and shapes the rows, the coverage, `asOf`
