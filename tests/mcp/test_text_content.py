@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.mcp import protocol as p
+from service.mcp.rpc import modern_meta
 
 
 def _by_msgspec(structured: bytes) -> bytes:
@@ -51,3 +52,23 @@ def test_json_copied_from_the_store(value: object, indent: int | str | None) -> 
     stored = json.dumps(value, indent=indent, ensure_ascii=False).encode()
     structured = msgspec.json.encode({"copied": msgspec.Raw(stored)})
     assert bytes(p.text_content(structured)) == _by_msgspec(structured)
+
+
+@pytest.mark.parametrize("modern", [True, False])
+@pytest.mark.parametrize(
+    "structured",
+    [b"{}", '{"name":"é ☃ 😀 \\" \\\\"}'.encode(), b'{"raw": {"k": "v"},\n\t"c":"x"}'],
+)
+def test_the_success_body_is_the_result_encoded(modern: bool, structured: bytes) -> None:
+    # The tool call and the bench's same-answer ceiling both answer with success_body.
+    meta = modern_meta() if modern else None
+    result = p.CallToolResult(
+        content=[p.TextContent(text=structured.decode("utf-8"))],
+        structured_content=msgspec.Raw(structured),
+        is_error=False,
+    )
+    if meta is not None:
+        result.result_type = p.COMPLETE
+        result.meta = meta
+    for request_id in (7, "abc", None):
+        assert p.success_body(request_id, structured, meta) == p.result_body(request_id, result)
