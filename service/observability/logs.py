@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+import msgspec
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
@@ -154,7 +155,7 @@ def log_redacted(
         return
     handler = _sole_line_handler(logger, level)
     if handler is not None and handler.write_line(
-        _line_text(time.time(), level, logger.name, message, fields)
+        _line_bytes(time.time(), level, logger.name, message, fields)
     ):
         return
     logger.log(level, message, extra={**fields, _PRE_REDACTED: fields})
@@ -189,9 +190,12 @@ def _sole_line_handler(logger: logging.Logger, level: int) -> LineHandler | None
     return handler
 
 
-# Built once (json.dumps with these options builds an encoder a line); the line's text is
-# what json.dumps gives, ", " and ": " included, so what reads the logs reads them as before.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+# Lines are compact JSON written by msgspec (~0.7 µs an access line against ~6 µs for the
+# standard library's encoder); a value it has no encoding for is written as its str(), as
+# json.dumps(default=str) did. Only a line holding text that is not UTF-8 (below) takes
+# the standard library's encoder.
+_ENCODER = msgspec.json.Encoder(enc_hook=str)
+_NOT_UTF8_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
 _second_text: tuple[int, str] = (-1, "")
 
 
@@ -205,11 +209,14 @@ def _timestamp(created: float) -> str:
     return f"{_second_text[1]}.{millis:03d}+00:00"
 
 
-def _encoded(line: dict[str, Any]) -> str:
-    text = _ENCODER.encode(line)
-    # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
-    # must not make the line itself invalid UTF-8: each becomes "?".
-    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+def _encoded(line: dict[str, Any]) -> bytes:
+    """The line as UTF-8 JSON, without its newline."""
+    try:
+        return _ENCODER.encode(line)
+    except UnicodeEncodeError:
+        # Bytes a client sent that are not UTF-8 (a header, kept by aiohttp as surrogates)
+        # must not make the line itself invalid UTF-8: each becomes "?".
+        return _NOT_UTF8_ENCODER.encode(line).encode("utf-8", "replace")
 
 
 def _head(created: float, level_name: str, name: str, message: str) -> dict[str, Any]:
@@ -230,9 +237,9 @@ def _head(created: float, level_name: str, name: str, message: str) -> dict[str,
     return line
 
 
-def _line_text(
+def _line_bytes(
     created: float, level: int, name: str, message: str, fields: Mapping[str, Any]
-) -> str:
+) -> bytes:
     """A pre-redacted line (`log_redacted`) as `JsonFormatter` writes it."""
     level_name = _LEVEL_NAMES.get(level) or logging.getLevelName(level).lower()
     line = _head(created, level_name, name, message)
@@ -267,7 +274,7 @@ class JsonFormatter(logging.Formatter):
                 "type": exc_type.__name__,
                 "stack": redact_text("".join(traceback.format_exception(exc_type, exc, tb))),
             }
-        return _encoded(line)
+        return _encoded(line).decode("utf-8")
 
 
 class Redaction(logging.Filter):
@@ -305,21 +312,22 @@ class LineHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._write(self.format(record))
+            self._write(self.format(record).encode("utf-8"))
         except Exception:
             self.handleError(record)
 
-    def write_line(self, text: str) -> bool:
-        """A line formatted already (`log_redacted`'s direct path); False when writing it
-        failed, so that the caller logs it the usual way (which reports the failure)."""
+    def write_line(self, line: bytes) -> bool:
+        """A line encoded already, without its newline (`log_redacted`'s direct path);
+        False when writing it failed, so that the caller logs it the usual way (which
+        reports the failure)."""
         try:
-            self._write(text)
+            self._write(line)
         except Exception:
             return False
         return True
 
-    def _write(self, text: str) -> None:
-        if not self.output.offer((text + "\n").encode("utf-8")):
+    def _write(self, line: bytes) -> None:
+        if not self.output.offer(line + b"\n"):
             self.output.drop()
 
 
