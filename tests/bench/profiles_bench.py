@@ -22,6 +22,12 @@ Beside each run, the steal time of the server's core over the window (/proc/stat
 the hypervisor gave that virtual CPU's turn to another guest), as a share of the window:
 a guest's process CPU can include time its core was not running it, so a round with steal
 reads slower than it was, and a ratio of two runs with different steal moves with it.
+
+Then, where valgrind is installed, the instructions a call of ours in both profiles and of
+the ceiling (callgrind, `INSTRUCTION_CALLS` calls after a warm-up, one run each): the
+reading that repeats within about 1 % whatever else the machine does, where CPU time on
+this machine's shared cores moves by more than the ±10 % the targets tell apart. It counts
+the server process alone (not our Redis), and not the system calls' time in the kernel.
 """
 
 from __future__ import annotations
@@ -42,11 +48,22 @@ from pathlib import Path
 import msgspec
 
 from tests.bench import peers, scenarios, wrk_load
+from tests.bench.callgrind import control, instructions, under_callgrind
 from tests.bench.ceiling_bench import PEER_EXPECT
 from tests.bench.loadgen import Job, Request, Result
 from tests.bench.same_answer import TOOL
 from tests.bench.scale import Settings, prepare
-from tests.bench.servers import QUIET, ROOT, SHIPPED, free_port, job, python, running, service_env
+from tests.bench.servers import (
+    QUIET,
+    ROOT,
+    SHIPPED,
+    free_port,
+    job,
+    load,
+    python,
+    running,
+    service_env,
+)
 from tests.support.services import new_redis_prefix
 
 SERVER_CORE, LOAD_CORE = "1", "0"
@@ -63,6 +80,7 @@ CEILING = "same-answer ceiling"
 PEER_TARGETS = {"TypeScript SDK": 2.0, SDK: 3.5, "FastMCP": 3.5}
 CEILING_TARGET = 1.30  # ours shipped (server + Redis) ÷ the ceiling, at most
 QUIET_TARGET = 1.10  # ours shipped ÷ ours quiet, at most
+INSTRUCTION_CALLS = 400  # calls counted under callgrind, which runs a server ~50x slower
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +179,30 @@ def measure(
     return Run(1000 * server_used / calls, redis_ms, result.rps, result.p50_ms, stolen / window)
 
 
+def count_instructions(who: Contender, env: dict[str, str], logs: Path, calls: int,
+                       connections: int) -> float:  # fmt: skip
+    """Instructions a call of one server: started under callgrind with counting off, warmed
+    up, then `calls` calls counted (the dump is read once the server has exited)."""
+    out = logs / f"callgrind.{who.name.replace(' ', '-').replace(',', '')}.out"
+    # ~50x slower under valgrind: a Redis reply must not outlast the client's timeout.
+    env = {**env, "ELOVA_REDIS_TIMEOUT_MS": "10000"}
+    with running("instructions", under_callgrind(who.argv, out), who.port, env, logs) as server:
+        request = who.request()
+        load(job(who.port, [request], concurrency=connections, warmup_seconds=1.0,
+                 duration_seconds=1.0, expect=who.expect))  # fmt: skip
+        control(server.pid, ("-i", "on"))
+        done = load(job(who.port, [request], concurrency=connections, warmup_seconds=0.0,
+                        duration_seconds=900.0, max_requests=calls, expect=who.expect))  # fmt: skip
+        control(server.pid, ("-i", "off"))
+    if done.errors:
+        raise RuntimeError(f"{who.name}: {done.errors} errors: {done.first_error[:300]}")
+    return instructions(out) / max(done.completed, 1)
+
+
+def _counts_instructions() -> bool:
+    return shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
+
+
 def _contenders(
     dsn: str, port: int, ours_request: Callable[[], Request], ws: object, approval: str
 ) -> list[Contender]:
@@ -214,8 +256,31 @@ def _generator() -> str:
     return "wrk, one thread" if _uses_wrk() else "tests/bench/loadgen.py"
 
 
+def instructions_report(counted: dict[str, float], calls: int) -> list[str]:
+    """The instructions table: each server's count, then ours shipped ÷ the ceiling and ÷
+    ours quiet (the server alone: these leave our Redis out)."""
+    lines = [
+        "",
+        f"Instructions a call (callgrind, {calls} calls after a warm-up, one run each; the "
+        "server process alone, so our Redis is not in these):",
+        "",
+        "| server | instructions a call |",
+        "| --- | ---: |",
+    ]
+    lines += [f"| {name} | {n / 1000:,.0f}k |" for name, n in counted.items()]
+    shipped = counted.get(OURS_SHIPPED)
+    if shipped:
+        lines.append("")
+        for label, other in (("the same-answer ceiling", CEILING), ("ours quiet", OURS_QUIET)):
+            if counted.get(other):
+                lines.append(f"- ours shipped ÷ {label}, instructions: "
+                             f"**{shipped / counted[other]:.2f}**")  # fmt: skip
+    return lines
+
+
 def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections: int,
-           executions: int, absent: list[str]) -> str:  # fmt: skip
+           executions: int, absent: list[str],
+           counted: dict[str, float] | None = None) -> str:  # fmt: skip
     lines = [
         f"## CPU a call as shipped: `tools/call {TOOL}` (first page, {scenarios.PAGE} rows), "
         f"{connections} connections, {rounds} interleaved rounds of {seconds:.0f} s, "
@@ -260,6 +325,8 @@ def report(runs: dict[str, list[Run]], rounds: int, seconds: float, connections:
         ratios = [o / r.total_ms for o, r in zip(shipped, runs[other], strict=True)]
         met = statistics.median(ratios) <= target
         lines.append(_ratio_row(label, ratios, f"≤ {target:.2f}", met))
+    if counted:
+        lines += instructions_report(counted, INSTRUCTION_CALLS)
     return "\n".join(lines) + "\n"
 
 
@@ -293,9 +360,17 @@ async def run(settings: Settings, rounds: int = ROUNDS) -> str:
                                settings.concurrency)  # fmt: skip
                 runs[who.name].append(done)
                 time.sleep(0.2)
+        counted: dict[str, float] = {}
+        if _counts_instructions():
+            for who in contenders:
+                if who.name in (OURS_SHIPPED, OURS_QUIET, CEILING):
+                    print(f"profiles: {who.name}, instructions …", file=sys.stderr, flush=True)
+                    counted[who.name] = count_instructions(
+                        who, envs[who.profile], logs, INSTRUCTION_CALLS, settings.concurrency
+                    )
     shutil.rmtree(logs, ignore_errors=True)
     absent = [p.short for p in peers.missing()]
-    return report(runs, rounds, seconds, settings.concurrency, data.executions, absent)
+    return report(runs, rounds, seconds, settings.concurrency, data.executions, absent, counted)
 
 
 def main(settings: Settings, rounds: int = ROUNDS) -> str:
