@@ -3,7 +3,11 @@ the instruction counts beside them when callgrind ran."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bench.profiles_bench import CEILING, OURS_QUIET, OURS_SHIPPED, SDK, Run, report
+
+pytestmark = pytest.mark.unit
 
 
 def _runs() -> dict[str, list[Run]]:
