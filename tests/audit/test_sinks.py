@@ -231,7 +231,8 @@ async def test_stdout_of_a_serve_process_carries_the_audit_lines(test_database: 
     assert [line["outcome"]["http_status"] for line in lines] == [200, 200, 401]
     assert [line["outcome"].get("tool_error") for line in lines] == [None, "NOT_FOUND", None]
     # beside the request log, on the same stdout
-    access = [json.loads(raw) for raw in output.splitlines() if '"event": "http_request"' in raw]
+    logged = [json.loads(raw) for raw in output.splitlines() if raw.startswith("{")]
+    access = [line for line in logged if line.get("event") == "http_request"]
     assert len([a for a in access if a["path"] == "/mcp"]) == len(calls)
     assert issued.access_token not in output and issued.refresh_token not in output
 
