@@ -22,7 +22,9 @@ four times the load that saturates it. The medians over rounds give:
 Admitted p99 is read at the client and at the server: the replica runs in the shipped
 profile (tests/bench/servers.py), whose access lines carry each request's `duration_ms`;
 the 200s of /mcp logged in the measured window give the server-side p50/p99. The replica
-runs pinned alone on core 1, the load generator on core 0 (tests/bench/profiles_bench.py).
+runs pinned alone on core 1, the load generator on core 0 (tests/bench/profiles_bench.py):
+always the Python one, which times the admitted answers alone and counts the 503s with
+Retry-After (wrk, used by the CPU-a-call section where installed, times every answer).
 The frontier: a fixed cap beats adaptive when its p99 is lower and its req/s higher, each
 by more than 10 % (target: no such cap).
 
@@ -173,7 +175,7 @@ def section(
                 since = time.time() + WARMUP_SECONDS
                 result = pinned_load(job(port, [request()], concurrency=connections,
                                          warmup_seconds=WARMUP_SECONDS, duration_seconds=duration,
-                                         expect='"isError":false'))  # fmt: skip
+                                         expect='"isError":false'), native=False)  # fmt: skip
                 runs[label].results.append(result)
                 runs[label].gauges.append(_scrape(metrics_port))
             runs[label].server_ms.append(server_latencies(server.log, since))

@@ -127,10 +127,13 @@ def pinned(core: str, argv: list[str]) -> list[str]:
     return ["taskset", "-c", core, *argv]
 
 
-def pinned_load(work: Job) -> Result:
+def pinned_load(work: Job, *, native: bool = True) -> Result:
     """The load generator as a process of its own, on the load core: wrk where it is
-    installed (tests/bench/wrk_load.py), else the Python one (tests/bench/loadgen.py)."""
-    if _uses_wrk() and wrk_load.supports(work):
+    installed (tests/bench/wrk_load.py), else the Python one (tests/bench/loadgen.py).
+    `native=False` keeps the Python one: what a job under shedding needs (the overload
+    line), as only it times the admitted answers alone and counts the 503s that carry
+    Retry-After; wrk's script times every answer, the (paced) 503s too."""
+    if native and _uses_wrk() and wrk_load.supports(work):
         return wrk_load.run(work, prefix=pinned(LOAD_CORE, []))
     done = subprocess.run(
         pinned(LOAD_CORE, python("-m", "tests.bench.loadgen")),

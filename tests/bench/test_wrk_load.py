@@ -8,12 +8,13 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tests.bench import wrk_load
-from tests.bench.loadgen import Job, Request
+from tests.bench import profiles_bench, wrk_load
+from tests.bench.loadgen import Job, Request, Result
 
 pytestmark = pytest.mark.skipif(not wrk_load.available(), reason="needs Debian's wrk")
 
@@ -83,3 +84,27 @@ def test_jobs_wrk_cannot_run_keep_the_python_generator() -> None:
     assert not wrk_load.supports(Job(host="h", port=1, requests=[one, one]))
     assert not wrk_load.supports(Job(host="h", port=1, requests=[one], opening=[one]))
     assert not wrk_load.supports(Job(host="h", port=1, requests=[one], max_requests=5))
+
+
+def test_a_job_under_shedding_keeps_the_python_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """wrk times every answer (a paced 503 too) and reads no Retry-After: a job under shedding
+    (`native=False`, as the overload line asks) runs the Python generator even where wrk is."""
+    used: list[str] = []
+
+    def by_wrk(job: Job, prefix: list[str] | None = None) -> Result:
+        used.append("wrk")
+        raise AssertionError("wrk ran a job under shedding")
+
+    class Done:
+        returncode = 0
+        stdout = msgspec.json.encode(Result(1, 0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0))
+
+    def by_python(*args: object, **kwargs: object) -> Done:
+        used.append("python")
+        return Done()
+
+    monkeypatch.setattr(wrk_load, "run", by_wrk)
+    monkeypatch.setattr("tests.bench.profiles_bench.subprocess.run", by_python)
+    one = Request(path="/mcp", headers={}, body="{}")
+    profiles_bench.pinned_load(Job(host="h", port=1, requests=[one]), native=False)
+    assert used == ["python"]
