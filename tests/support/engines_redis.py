@@ -205,13 +205,24 @@ class RedisClusterSet:
     def owner_of(self, key: str) -> int:
         """The index of the master that owns `key`'s slot (asked of a node still running)."""
         alive = next(n for n in self.nodes if n.proc is not None)
-        with alive.client() as c:
+        owner = self._owner_named_by(alive, key)
+        if owner is None:
+            raise AssertionError(f"slot of {key} not served")
+        return owner
+
+    def owners_of(self, key: str) -> set[int | None]:
+        """The master each running node names for `key`'s slot: one index once the cluster
+        agrees (after a failover, a node may name the dead master until gossip reaches it)."""
+        return {self._owner_named_by(n, key) for n in self.nodes if n.proc is not None}
+
+    def _owner_named_by(self, node: Node, key: str) -> int | None:
+        with node.client() as c:
             slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
             for low, high, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
                 if low <= slot <= high:
                     port = int(master[1])
                     return next(i for i, n in enumerate(self.nodes) if n.port == port)
-        raise AssertionError(f"slot of {key} not served")
+        return None
 
     def migrate_slot(self, key: str, to: int) -> int:
         """Move `key`'s slot, with its keys, to master `to` the way `redis-cli --cluster
