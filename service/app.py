@@ -23,10 +23,10 @@ def create_app(cfg: Config) -> web.Application:
     from service.observability.metrics.listener import setup_metrics
     from service.observability.tracing.hooks import setup_tracing
     from service.server.access_log import setup_access_log
+    from service.server.body_deadline import bounded_reading
     from service.server.error_answers import answer_errors
     from service.server.health import setup_health
     from service.server.overload.shedding import setup_shedding
-    from service.server.reading import bounded_reading
     from service.store.db import pool_ctx
     from service.tools.setup import setup_tools
 

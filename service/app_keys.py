@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from service.auth.activity_counts import ActivityRecorder
     from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
-    from service.auth.oauth.cimd import MetadataClients
+    from service.auth.clients.metadata_documents import MetadataClients
     from service.auth.tokens import TokenService
     from service.config import Config
     from service.limits.admission import Admission
@@ -57,7 +57,7 @@ ACTIVITY: web.AppKey[ActivityRecorder] = web.AppKey("approval_activity")
 METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients")
 # Dynamic registrations per client address (service/limits/registrations.py).
 REGISTRATION_LIMIT: web.AppKey[RegistrationLimit] = web.AppKey("registration_limit")
-# The pages' stylesheet (templates/elova.css), read once at start.
+# The pages' stylesheet (auth/pages/templates/elova.css), read once at start.
 OAUTH_STYLESHEET: web.AppKey[bytes] = web.AppKey("oauth_stylesheet")
 
 # Per request: the authenticated caller, set by the bearer check on /mcp.

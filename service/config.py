@@ -32,7 +32,9 @@ from service.settings.oauth import (
     read_signin_throttle,
 )
 from service.settings.proxies import TrustedProxies, read_trusted_proxies
-from service.settings.reading import (
+from service.settings.redis import RedisEngine, key_prefix, read_redis_engine, redis_url
+from service.settings.tracing import configured as tracing_configured
+from service.settings.variables import (
     flag,
     non_negative_float,
     parse,
@@ -43,8 +45,6 @@ from service.settings.reading import (
     text,
     value_of,
 )
-from service.settings.redis import RedisEngine, key_prefix, read_redis_engine, redis_url
-from service.settings.tracing import configured as tracing_configured
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ class Config:
     log_level: str = "INFO"
     access_token_ttl_seconds: int = 300
     drain_seconds: float = 5.0  # after SIGTERM: readiness fails, the listener serves on this long
-    # Client ID Metadata Documents (service/auth/oauth/cimd.py): fetching private, loopback
-    # and link-local addresses (and http on loopback) only for tests and private deployments;
-    # a fetched document is reused for at most this long.
+    # Client ID Metadata Documents (service/auth/clients/metadata_documents.py): fetching
+    # private, loopback and link-local addresses (and http on loopback) only for tests and
+    # private deployments; a fetched document is reused for at most this long.
     oauth_cimd_allow_private: bool = False
     oauth_cimd_cache_max_seconds: int = 300
     limits: Limits = field(default_factory=Limits)

@@ -58,7 +58,7 @@ Outside that tree, and never answered on /mcp:
 
 The store's foreign exceptions (asyncpg's, timeouts) are mapped onto this tree beside the
 store, in service/store/failures.py. Anything else is a bug: logged, answered -32603
-(HTTP 500). service/mcp/answers.py turns each of these into the bytes on the wire.
+(HTTP 500). service/mcp/error_boundary.py turns each of these into the bytes on the wire.
 
 Messages never carry stack traces, SQL, secrets or another tenant's data.
 """
@@ -314,7 +314,7 @@ class RegistrationRefused(OAuthError):
 
 
 class ClientGone(Exception):
-    """The approval's client was deleted (never used: service/auth/oauth/client_retention.py)
+    """The approval's client was deleted (never used: service/auth/clients/retention.py)
     between the page's checks and the approval's transaction."""
 
 
@@ -329,7 +329,7 @@ class PageRefusal(Exception):
 
 class RedirectRefusal(Exception):
     """Sent back to the (registered) redirect URI as an OAuth error
-    (`service.auth.oauth.requests.refusal_location` builds the URL)."""
+    (`service.auth.oauth.authorization_requests.refusal_location` builds the URL)."""
 
     def __init__(self, redirect_uri: str, state: str | None, error: str, description: str) -> None:
         super().__init__(description)

@@ -24,7 +24,7 @@ from tests.support.services import (
 )
 
 # Fixtures more than one package uses, kept in modules of their own.
-pytest_plugins = ["tests.support.access_log"]
+pytest_plugins = ["tests.support.access_log", "tests.support.served_app"]
 
 
 _CREATED: list[TestDatabase] = []

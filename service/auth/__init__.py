@@ -1,2 +1,3 @@
-"""Authorization: access tokens, the bearer check on /mcp, approvals, and the OAuth server
-(oauth/). Modules: docs/architecture.md."""
+"""Authorization: access tokens, the bearer check on /mcp, approvals, and the OAuth server:
+its client registry (clients/), protocol endpoints (oauth/) and pages (pages/), whose
+routes routes.py registers. Modules: docs/architecture.md."""

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from service.auth.activity import read_approval_activity
-from service.auth.oauth.names import shown_client_name
+from service.auth.clients.names import shown_client_name
 from service.rules.shaping import format_instant
 
 # One SQL expression a source, each the newest instant it knows for approval `a` (or null).

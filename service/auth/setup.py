@@ -9,7 +9,7 @@ from service.app_keys import APPROVAL_READS, CONFIG, DB_POOL, METRICS, TOKENS
 from service.auth import resource_metadata
 from service.auth.activity import activity_ctx
 from service.auth.authorization import ApprovalReads
-from service.auth.oauth.routes import setup_oauth
+from service.auth.routes import setup_oauth
 from service.auth.tokens import TokenService
 
 

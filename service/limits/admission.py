@@ -19,9 +19,9 @@ leaves, and a refusal replaces the answer (docs/decisions/limits.md, Overlapped
 admission). `begin` declines (the caller then uses `acquire`) whenever a refusal or a
 wait is likely.
 
-Beside it: shared.py makes the Redis calls (script_calls.py packs them, pipeline.py sends
-them), refusals.py makes the 429s, spent.py remembers the approvals whose rate budget is
-spent and recent.py who was refused a moment ago.
+Beside it: shared_limiter.py makes the Redis calls (script_calls.py packs them, pipeline.py sends
+them), refusals.py makes the 429s, spent_budgets.py remembers the approvals whose rate budget is
+spent and recent_refusals.py who was refused a moment ago.
 """
 
 from __future__ import annotations
@@ -37,16 +37,16 @@ from service.errors import LimitExceeded
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import ACCOUNT, APPROVAL, Budget, Decision
 from service.limits.fleet import FleetLease
-from service.limits.local import LocalLimiter
+from service.limits.local_limiter import LocalLimiter
 from service.limits.pipeline import ScriptPipeline
-from service.limits.recent import RecentRefusals
+from service.limits.recent_refusals import RecentRefusals
 from service.limits.redis_client import REDIS_TIMEOUT_SECONDS, RedisClient
 from service.limits.refusals import Refusals
 from service.limits.replica_slots import ReplicaSlots
 from service.limits.script_calls import ScriptCalls
-from service.limits.shared import UNANSWERED, Admitting, SharedLimiter
+from service.limits.shared_limiter import UNANSWERED, Admitting, SharedLimiter
 from service.limits.slot_waits import SlotWait, SlotWaits
-from service.limits.spent import SpentBudgets
+from service.limits.spent_budgets import SpentBudgets
 from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
 from service.settings.redis import ACCOUNT_SLOT
@@ -93,7 +93,7 @@ class Admission:
         self._wait_seconds = min(limits.slot_wait_seconds, limits.request_deadline_seconds / 2)
         self._metrics = metrics
         self._refusals = Refusals(limits, self._local, metrics)
-        # Approvals the shared limiter refused for their rate budget (spent.py).
+        # Approvals the shared limiter refused for their rate budget (spent_budgets.py).
         self._spent = SpentBudgets(self._refusals, metrics)
         self._recent = RecentRefusals()
         self._shared = (
@@ -257,7 +257,7 @@ class Admission:
         None when the request should wait for its admission first (`acquire`): overlap is
         off, there is no Redis or the breaker is not closed, the approval's budget is
         spent, the shared limiter refused this approval or its account a moment ago
-        (recent.py), requests of the account wait here, or no replica slot is free."""
+        (recent_refusals.py), requests of the account wait here, or no replica slot is free."""
         shared = self._shared
         if (
             not self.limits.admission_overlap
@@ -285,7 +285,7 @@ class Admission:
 
     def abandon(self, admitting: Admitting) -> None:
         """`begin`'s request ended before `settle` (cancelled, past its deadline): what the
-        script decided is undone (shared.py), and its replica slot freed."""
+        script decided is undone (shared_limiter.py), and its replica slot freed."""
         self.slots.give_back()
         if self._shared is not None:
             self._shared.abandon(admitting)
@@ -315,7 +315,7 @@ class Admission:
         return self._refusals.refusal(decision, shared)
 
     def _refused_recently(self, caller: Caller, limit: str | None) -> None:
-        if self.limits.admission_overlap:  # the hint is `begin`'s alone (recent.py)
+        if self.limits.admission_overlap:  # the hint is `begin`'s alone (recent_refusals.py)
             self._recent.remember(caller, limit)
 
     async def release(self, grant: Grant) -> None:
@@ -330,7 +330,7 @@ class Admission:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     raise  # this request was cancelled, not only the release's reply
-            except Exception:  # handled by shared.py's callback; the lease bounds it
+            except Exception:  # handled by shared_limiter.py's callback; the lease bounds it
                 pass
 
     def release_soon(self, grant: Grant) -> asyncio.Future[Any] | None:
@@ -352,7 +352,7 @@ class Admission:
         return pending
 
     async def warm_up(self) -> None:
-        """Load the scripts before the first request (shared.py), and take this replica's
+        """Load the scripts before the first request (shared_limiter.py), and take this replica's
         first fleet lease."""
         if self._shared is not None:
             await self._shared.warm_up()
@@ -360,7 +360,7 @@ class Admission:
             await self.fleet.renew()
 
     async def check(self, operation: str = "probe") -> bool:
-        """A real script call proving the shared limiter works (shared.py); False without
+        """A real script call proving the shared limiter works (shared_limiter.py); False without
         Redis."""
         return self._shared is not None and await self._shared.check(operation)
 

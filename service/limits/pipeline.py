@@ -23,7 +23,7 @@ and sends the call again; MOVED (the slot now lives on another master) lets the 
 refresh the slot map and move the kept connection, then sends it again; ASK (the slot is
 being migrated, this key not here) sends ASKING and the call to the importing node;
 TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
-route (route.py) knows which server serves each call's slot: in a Cluster, a batch is
+route (redis_routes.py) knows which server serves each call's slot: in a Cluster, a batch is
 split by master, and each master's calls go out on its own connection at the same time.
 
 The admission hands in its calls packed (script_calls.py; `call` packs with hiredis for other
@@ -62,7 +62,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.limits.route import Route, route_for
+from service.limits.redis_routes import Route, route_for
 
 # A batch's redirected calls are sent again at most this many rounds, and within the bound
 # of one call (ScriptPipeline's `bound`); a TRYAGAIN waits this long before its next round.

@@ -16,7 +16,7 @@ from service.limits.budget import (
     Decision,
     concurrency_hint,
 )
-from service.limits.local import LocalLimiter
+from service.limits.local_limiter import LocalLimiter
 from service.observability.metrics.app_metrics import Metrics
 from service.settings.limits import Limits
 

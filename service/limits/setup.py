@@ -3,7 +3,7 @@ the registrations per client address.
 
 `setup_limits(app)` registers three cleanup contexts, in dependency order: `redis_ctx`, the
 Redis client of ELOVA_REDIS_MODE (redis_client.py) in `app[REDIS]` (None without Redis
-settings), the admission (`app[ADMISSION]`) with its background health check (watch.py),
+settings), the admission (`app[ADMISSION]`) with its background health check (limiter_health.py),
 its fleet lease when ELOVA_LIMIT_FLEET_CONCURRENCY is set (fleet.py), and the registration
 limit (`app[REGISTRATION_LIMIT]`, registrations.py) on that client.
 """
@@ -62,7 +62,7 @@ async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
 async def admission_ctx(app: web.Application) -> AsyncIterator[None]:
     from service.limits.admission import Admission
     from service.limits.breaker import CircuitBreaker
-    from service.limits.watch import watching
+    from service.limits.limiter_health import watching
 
     cfg = app[CONFIG]
     admission = Admission(

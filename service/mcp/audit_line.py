@@ -28,7 +28,7 @@ from service.audit.trail import context_of, record_line
 from service.auth.bearer import pending_caller
 from service.auth.caller import Caller
 from service.errors import AuditUnavailable
-from service.mcp import answers
+from service.mcp import error_boundary
 from service.mcp import protocol as p
 from service.mcp.envelope import Incoming
 from service.mcp.rpc import Answer
@@ -227,5 +227,5 @@ async def audited(
         # A refusal (an error status) carries no data: its line may join a flood's batch.
         await record_line(app, line, refusal=answer.status >= 400)
     except AuditUnavailable as err:
-        return answers.unavailable(incoming.id, err.message, err.retry_after)
+        return error_boundary.unavailable(incoming.id, err.message, err.retry_after)
     return answer

@@ -10,7 +10,7 @@
    the method does (`Admission.begin`), and then its refusal replaces the method's answer;
 5. the method: unknown (-32601), its params (-32602), then what it answers.
 
-Every failure becomes an answer at one boundary (service/mcp/answers.py), and no answer
+Every failure becomes an answer at one boundary (service/mcp/error_boundary.py), and no answer
 leaves while the caller is still pending: a revoked or expired approval is 401 whatever
 else is wrong with the request. All of it runs within the request's deadline: past it the
 answer is 503 Unavailable, whatever the store is still doing.
@@ -33,8 +33,8 @@ from service.errors import (
     Unavailable,
 )
 from service.limits.admission import Admission, Grant
-from service.limits.shared import Admitting
-from service.mcp import answers
+from service.limits.shared_limiter import Admitting
+from service.mcp import error_boundary
 from service.mcp import protocol as p
 from service.mcp.rpc import SERVER_INFO, Answer, Call, modern_meta, params_of
 from service.mcp.sessions import Session
@@ -150,7 +150,7 @@ async def dispatch(call: Call) -> Answer:
             return await _dispatch(call)
     except TimeoutError:
         late = Unavailable(PAST_DEADLINE, retry_after_seconds=1)
-        return answers.failure(call.app, call.request_id, call.id, late)
+        return error_boundary.failure(call.app, call.request_id, call.id, late)
 
 
 PAST_DEADLINE = "The request did not finish within its deadline; retry shortly"
@@ -160,14 +160,14 @@ async def _dispatch(call: Call) -> Answer:
     try:
         answer = await _answer(call)
     except Exception as err:
-        answer = answers.failure(call.app, call.request_id, call.id, err)
+        answer = error_boundary.failure(call.app, call.request_id, call.id, err)
     if not call.authorization.decided:
         # The tool did not reach its confirming statement (limits, arguments, a session):
         # the approval is read on its own, and a 401 or 403 replaces the answer.
         try:
             await call.authorization.confirm()
         except Exception as err:
-            return answers.failure(call.app, call.request_id, call.id, err)
+            return error_boundary.failure(call.app, call.request_id, call.id, err)
     return answer
 
 
@@ -212,7 +212,7 @@ async def _run_method(call: Call) -> Answer:
     try:
         return await _method(call)(call)
     except Exception as err:
-        return answers.failure(call.app, call.request_id, call.id, err)
+        return error_boundary.failure(call.app, call.request_id, call.id, err)
     finally:
         metrics.request_finished()
 
@@ -275,7 +275,7 @@ async def end_session(call: Call) -> Answer:
             await call.app[SESSIONS].terminate(call.app[DB_POOL], session)
     except TimeoutError:
         late = Unavailable(PAST_DEADLINE, retry_after_seconds=1)
-        return answers.failure(call.app, call.request_id, None, late)
+        return error_boundary.failure(call.app, call.request_id, None, late)
     except Exception as err:
-        return answers.failure(call.app, call.request_id, None, err)
+        return error_boundary.failure(call.app, call.request_id, None, err)
     return Answer(b"", 204)

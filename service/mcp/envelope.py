@@ -12,7 +12,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from service.edge import headers as h
-from service.edge.text import json_has_nul
+from service.edge.text_rule import json_has_nul
 from service.errors import (
     HeaderMismatch,
     InvalidParams,

@@ -109,7 +109,7 @@ def is_json_content(request: web.Request) -> bool:
 
 async def read_bounded(request: web.Request, limit: int) -> bytes | None:
     """The body, or None when it is over `limit` bytes: Content-Length is checked first. The
-    body deadline (service/server/reading.py) had the body in before the handler: a small
+    body deadline (service/server/body_deadline.py) had the body in before the handler: a small
     declared one waits in the stream's buffer, taken in one call; a chunked or larger one
     was read whole (request.read() keeps it), one past the bound refused there."""
     length = request.content_length

@@ -4,7 +4,7 @@ shape the result (structured output or a tool error) within the response bound.
 Dispatch has already required the tool's scope and held the limits (service/mcp/dispatch.py);
 whatever the arguments and the handler raise comes after those. A tool error never carries
 a traceback, SQL or a secret: unexpected failures are logged with the request id and
-answered -32603 by the boundary (service/mcp/answers.py).
+answered -32603 by the boundary (service/mcp/error_boundary.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from service.auth.bearer import verify
 from service.edge import headers as h
 from service.edge.request_ids import new_request_id
 from service.errors import AuthError, ProtocolError
-from service.mcp import answers, guards
+from service.mcp import error_boundary, guards
 from service.mcp.audit_line import audited
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
@@ -67,20 +67,22 @@ async def handle(request: web.Request) -> web.StreamResponse:
     origin = request.headers.get(hdrs.ORIGIN)
     if not guards.origin_ok(origin, cfg):
         message = f"Forbidden: Origin {origin!r} is not allowed (see ELOVA_ALLOWED_ORIGINS)"
-        return _reply(request, answers.refused(403, message[:300]))
+        return _reply(request, error_boundary.refused(403, message[:300]))
     if not guards.host_ok(request.headers.get(hdrs.HOST), cfg):
         message = (
             f"Forbidden: Host {request.headers.get(hdrs.HOST)!r} is not this service's host"
             " (see ELOVA_PUBLIC_URL)"
         )
-        return _reply(request, answers.refused(403, message[:300]))
+        return _reply(request, error_boundary.refused(403, message[:300]))
     if request.method == "POST":
         return _reply(request, await post(request, app, rid))
     if request.method == "DELETE":
         return _reply(request, await delete(request, app, rid))
     if request.method == "OPTIONS" and origin is not None:
         return _preflight(request)
-    refusal = answers.refused(405, "Method Not Allowed", headers={hdrs.ALLOW: ALLOWED_METHODS})
+    refusal = error_boundary.refused(
+        405, "Method Not Allowed", headers={hdrs.ALLOW: ALLOWED_METHODS}
+    )
     return _reply(request, refusal)
 
 
@@ -133,10 +135,10 @@ async def _answer(
         try:
             check_modern(incoming, request.headers)
         except ProtocolError as err:
-            return answers.protocol_error(incoming.id, err)
+            return error_boundary.protocol_error(incoming.id, err)
     elif incoming.method != "initialize" and h.SESSION_ID not in request.headers:
         message = "Bad Request: Mcp-Session-Id header is required; send initialize first"
-        return answers.refused(400, message, incoming.id)
+        return error_boundary.refused(400, message, incoming.id)
     call = _call(request, app, rid, incoming)
     if isinstance(call, Answer):
         return call
@@ -150,17 +152,17 @@ async def _answer(
 async def _read_request(request: web.Request, app: web.Application) -> Incoming | Answer:
     """HTTP checks, the bounded read and the JSON-RPC envelope."""
     if not guards.accepts_json(request.headers.get(hdrs.ACCEPT)):
-        return answers.refused(406, "Not Acceptable: the answer is application/json")
+        return error_boundary.refused(406, "Not Acceptable: the answer is application/json")
     if not guards.is_json_content(request):
-        return answers.refused(415, "Unsupported Media Type: send application/json")
+        return error_boundary.refused(415, "Unsupported Media Type: send application/json")
     limit = app[CONFIG].limits.max_body_bytes
     body = await guards.read_bounded(request, limit)
     if body is None:
-        return answers.refused(413, f"Payload Too Large: the limit is {limit} bytes")
+        return error_boundary.refused(413, f"Payload Too Large: the limit is {limit} bytes")
     try:
         return parse(body, request.headers)
     except ProtocolError as err:
-        return answers.protocol_error(None, err)
+        return error_boundary.protocol_error(None, err)
 
 
 def _call(
@@ -173,7 +175,7 @@ def _call(
         credentials = request.headers.get(hdrs.AUTHORIZATION)
         if credentials is not None:  # the same refused token is paced on any connection
             request[PACING_KEY] = hash(credentials)
-        return answers.failure(app, rid, incoming.id, err)
+        return error_boundary.failure(app, rid, incoming.id, err)
     return Call(
         app,
         rid,
@@ -191,7 +193,7 @@ _DELETE = Incoming(None, "DELETE", False, None, None, None)
 async def delete(request: web.Request, app: web.Application, rid: str) -> Answer:
     """Ends a 2025-revision session: afterwards it is 404 on every replica."""
     if h.SESSION_ID not in request.headers:
-        return answers.refused(400, "Bad Request: Mcp-Session-Id header is required")
+        return error_boundary.refused(400, "Bad Request: Mcp-Session-Id header is required")
     call = _call(request, app, rid, _DELETE)
     if isinstance(call, Answer):
         return call

@@ -3,13 +3,13 @@
 Checked by the innermost middleware (service/server/error_answers.py: every route and every other
 middleware is in place): a request whose
 query string, cookies, urlencoded or multipart form, or JSON body breaks the rule of
-`service/edge/text.py` is answered 400 before its handler runs, and logged at info:
+`service/edge/text_rule.py` is answered 400 before its handler runs, and logged at info:
 
 - /token, /revoke: the OAuth JSON error `invalid_request`; /register: `invalid_client_metadata`;
 - /mcp: JSON-RPC -32600 (its body is checked by the envelope, service/mcp/envelope.py, after
   the transport's own checks; here only its query string);
 - every other route: the styled error page for a browser, the OAuth JSON error for the rest
-  (as service/auth/oauth/error_pages.py tells them apart).
+  (as service/server/error_pages.py tells them apart).
 
 As defence in depth, a handler whose PostgreSQL statement was refused for its characters
 (`NOT_TEXT`: NUL, or text the encoding cannot hold) gets the same answer instead of a 500.
@@ -24,9 +24,8 @@ from aiohttp import hdrs, web
 
 from service.app_keys import CONFIG
 from service.auth.oauth.cors import ALLOW_ORIGIN
-from service.auth.oauth.error_pages import wants_html
-from service.auth.oauth.pages import error_page
 from service.auth.oauth.responses import FORM, error_response
+from service.auth.pages.rendering import error_page
 from service.edge.paths import (
     APPROVALS_PATH,
     JWKS_PATH,
@@ -38,9 +37,10 @@ from service.edge.paths import (
     REVOKE_PATH,
     TOKEN_PATH,
 )
-from service.edge.text import all_text, is_text, json_has_nul, urlencoded_is_text
+from service.edge.text_rule import all_text, is_text, json_has_nul, urlencoded_is_text
 from service.errors import OAuthError
 from service.mcp import protocol as p
+from service.server.error_pages import wants_html
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ A slow or idle client must not hold what good calls need (docs/decisions/floods.
   good ones.
 - a request head must arrive within `header_timeout_seconds` of its first byte, or the
   connection gets a 408 and is closed (`Connection`, a `web.RequestHandler`).
-- a body must arrive within `body_timeout_seconds` of its head (service/server/reading.py).
+- a body must arrive within `body_timeout_seconds` of its head (service/server/body_deadline.py).
 - an idle keep-alive connection is closed after `keepalive_timeout_seconds` (aiohttp's own
   keep-alive timer, which also runs from the moment a connection opens).
-- refusals are paced (service/server/pacing.py decides how long an answer waits, by the
+- refusals are paced (service/server/refusal_pacing.py decides how long an answer waits, by the
   connection's run, the run of its `PACING_KEY` and, behind a trusted proxy, its client's
   run). Pacing protects other callers, so it waits only while another connection was
   served within the last second; the pause holds no slot, pool connection or in-flight
@@ -34,7 +34,7 @@ from service.app_keys import METRICS, PACING_KEY
 from service.config import Config
 from service.edge.client_address import address_behind, address_block, via_trusted_proxy
 from service.observability.metrics.app_metrics import Metrics
-from service.server.pacing import SERVED_WINDOW_SECONDS, RefusalPacing, RefusalRuns
+from service.server.refusal_pacing import SERVED_WINDOW_SECONDS, RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
 from service.settings.proxies import TrustedProxies
 

@@ -3,7 +3,7 @@ line found no room, or whose handler raised an HTTP error or failed unexpectedly
 
 Each answer is its own module's: service/server/bad_input.py (bytes that are not text, in the
 route's error shape), service/audit (the JSON 503 with Retry-After when the audit queue
-stays full), service/auth/oauth/error_pages.py (404/405/413, that 503 and a crash: a page
+stays full), service/server/error_pages.py (404/405/413, that 503 and a crash: a page
 for a browser, JSON for the rest). They share one layer because every aiohttp middleware
 layer costs each request something whether or not it has anything to do, and a flood's
 refusal pays it on every request (docs/benchmarks.md).
@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from service.audit.trail import unavailable_answer
-from service.auth.oauth.error_pages import crash_page, http_error_answer, unavailable_page
 from service.errors import AuditUnavailable
 from service.server.bad_input import refused_input, refused_text
+from service.server.error_pages import crash_page, http_error_answer, unavailable_page
 from service.store.failures import NOT_TEXT
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.settings.reading import parse, positive_float, positive_int
+from service.settings.variables import parse, positive_float, positive_int
 
 AUDIT_SINK_KINDS = ("stdout", "file", "unix", "tcp")
 

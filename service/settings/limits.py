@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.errors import ConfigError
-from service.settings.reading import (
+from service.settings.variables import (
     flag,
     millis,
     non_negative_int,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.errors import ConfigError
-from service.settings.reading import parse, positive_float, positive_int
+from service.settings.variables import parse, positive_float, positive_int
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def read_registration(env: Mapping[str, str]) -> Registration:
 
 @dataclass(frozen=True)
 class SigninThrottle:
-    """Failed sign-ins (service/auth/oauth/throttle.py). An (account, address) pair may fail
+    """Failed sign-ins (service/auth/pages/signin_throttle.py). An (account, address) pair may fail
     `free_failures` times; each further failure makes its next attempt wait, from
     `first_delay_seconds` doubling up to `longest_delay_seconds`. An account is held for
     everyone but its known addresses once failures within `window_seconds` come from

@@ -7,7 +7,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from service.settings.reading import parse
+from service.settings.variables import parse
 
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 FORWARDING_HEADERS = ("x-forwarded-for", "forwarded")

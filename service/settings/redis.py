@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from service.errors import ConfigError
-from service.settings.reading import parse, text, value_of
+from service.settings.variables import parse, text, value_of
 
 REDIS_MODES = ("standalone", "cluster", "sentinel")
 

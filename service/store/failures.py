@@ -33,7 +33,7 @@ STORE_FAILED: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
 )
 # PostgreSQL refused a statement for its characters (a NUL, or text the encoding cannot
-# hold): bad input that slipped past the checks of service/edge/text.py, never a 500.
+# hold): bad input that slipped past the checks of service/edge/text_rule.py, never a 500.
 NOT_TEXT: tuple[type[BaseException], ...] = (
     asyncpg.CharacterNotInRepertoireError,
     asyncpg.UntranslatableCharacterError,

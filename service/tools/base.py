@@ -21,7 +21,7 @@ import msgspec
 
 from service.auth.authorization import Authorization
 from service.auth.caller import Caller
-from service.edge.text import json_has_nul, nul_path
+from service.edge.text_rule import json_has_nul, nul_path
 from service.errors import NotFound, ValidationError
 from service.rules.identifiers import UUID_PATTERN, parse_id
 from service.tools import paging

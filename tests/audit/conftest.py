@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 
 from service.app import create_app
 from service.config import Config
-from tests.auth.oauth.conftest import OAuth
+from tests.auth.browser_flow import OAuth
 
 
 @pytest.fixture

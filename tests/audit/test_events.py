@@ -14,9 +14,9 @@ from typing import Any
 from service.app_keys import AUDIT
 from service.config import Config
 from tests.audit.reading import audit_lines, of_type
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Registered, bearer, hidden, seed_account, tool_call
-from tests.auth.oauth.test_cimd import DocumentServer, docs  # noqa: F401 (the fixture)
+from tests.auth.browser_flow import OAuth
+from tests.auth.clients.test_metadata_documents import DocumentServer, docs  # noqa: F401 (the fixture)
+from tests.auth.flow import Registered, bearer, hidden, seed_account, tool_call
 from tests.auth.test_cli import ELOVA
 
 

@@ -23,7 +23,7 @@ from service.app_keys import AUDIT, DB_POOL, METRICS, TOKENS
 from service.audit.sinks import Sink
 from service.config import Config
 from tests.audit.reading import audit_lines
-from tests.auth.oauth.flow import BROWSER, hidden
+from tests.auth.flow import BROWSER, hidden
 from tests.support.approvals import granted, seed_member
 from tests.support.mcp_wire import tool_call
 from tests.support.server import ServeProcesses

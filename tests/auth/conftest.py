@@ -1,6 +1,6 @@
 """Auth fixtures: accounts, workspaces and memberships inserted with SQL, a token service,
-and a minimal aiohttp app carrying only the authorization routes and a probe behind the
-bearer check."""
+a minimal aiohttp app carrying only the authorization routes and a probe behind the
+bearer check, and the real app with one browser for the OAuth flow (`oauth`, `account`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from service.app import create_app
 from service.auth.tokens import TokenService
 from service.config import Config
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account, seed_account
 from tests.auth.helpers import AuthApp, ClientFactory, SeedFn, build_app
 from tests.support.approvals import Member, seed_member
 
@@ -39,3 +42,14 @@ async def auth_app(
     app, metrics = build_app(config, db_pool)
     client = await aiohttp_client(app)
     yield AuthApp(client, metrics, app)
+
+
+@pytest.fixture
+async def oauth(aiohttp_client: ClientFactory, config: Config) -> OAuth:
+    client = await aiohttp_client(create_app(config))
+    return OAuth(client, config)
+
+
+@pytest.fixture
+async def account(oauth: OAuth) -> Account:
+    return await seed_account(oauth.pool, workspaces=3)

@@ -67,7 +67,7 @@ async def probe(request: web.Request) -> web.Response:
             verify(request, request.app[TOKENS]), request.app[APPROVAL_READS].read
         ).confirm()
     except AuthError as err:
-        request.app[METRICS].auth_failed(auth_reason(err))  # as service/mcp/answers.py does
+        request.app[METRICS].auth_failed(auth_reason(err))  # as service/mcp/error_boundary.py does
         headers = {"WWW-Authenticate": challenge(err, request.app[CONFIG])}
         return web.json_response({"error": err.error}, status=err.status, headers=headers)
     except Unavailable as err:

@@ -17,7 +17,7 @@ from service.app_keys import DB_POOL
 from service.auth import activity, activity_counts
 from service.auth.activity import read_approval_activity
 from service.auth.activity_counts import ActivityRecorder
-from tests.auth.oauth.flow import bearer, seed_account, tool_call
+from tests.auth.flow import bearer, seed_account, tool_call
 from tests.support.server import InProcessServer
 from tests.support.services import TestDatabase
 

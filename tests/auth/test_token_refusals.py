@@ -32,8 +32,8 @@ from service.config import Config
 from service.errors import InvalidToken
 from service.observability.metrics.labels import PREFIX
 from service.server.access_log import ACCESS, REFUSAL_LINES_PER_SECOND, RefusalSampler
+from tests.auth.flow import bearer, seed_account, tool_call
 from tests.auth.helpers import b64, sign, unverified
-from tests.auth.oauth.flow import bearer, seed_account, tool_call
 from tests.support.keys import ed25519_pem
 from tests.support.server import InProcessServer
 from tests.support.services import TestDatabase

@@ -19,7 +19,7 @@ import asyncpg
 
 from service.observability.logs import JsonFormatter
 from service.server.access_log import ACCESS
-from tests.auth.oauth.flow import seed_account
+from tests.auth.flow import seed_account
 from tests.support.mcp_wire import tool_call
 from tests.support.server import InProcessServer
 from tests.support.services import create_database, drop_database

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import sys
 
-from tests.ops.proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy
 
 
 async def serve(port: int, host: str, target_port: int, delay: float) -> None:

@@ -31,7 +31,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from tests.auth.oauth.flow import forms, hidden, seed_account
+from tests.auth.flow import forms, hidden, seed_account
 from tests.clients.node import BIN, TS_DIR
 from tests.clients.proxy import BearerProxy
 from tests.support.server import ServeProcesses, free_port

@@ -19,9 +19,9 @@ from service.config import Config
 from service.store.load_snapshot import load_snapshot
 from service.store.migrate import migrate
 from tests.engines.support import NOW, call, nine_calls, seed_world, token_for
-from tests.ops.proxy import TcpProxy
 from tests.support.engines_pg import PgBouncer, PrivateCluster, start_pgbouncer
 from tests.support.snapshots import Snapshot
+from tests.support.tcp_proxy import TcpProxy
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 DATABASE = "elova_replica"

@@ -23,7 +23,7 @@ from yarl import URL
 from service.app import create_app
 from service.app_keys import DB_POOL
 from service.config import Config
-from service.edge.text import nul_path
+from service.edge.text_rule import nul_path
 from service.observability.logs import Redaction
 from service.store.failures import NOT_TEXT, tool_failure
 from tests.hostile.conftest import FUZZ, GENEROUS_LIMITS, ClientFactory, Hostile

@@ -16,7 +16,7 @@ import pytest
 from redis.crc import key_slot
 
 from service.limits.admission import Admission
-from service.limits.route import ClusterRoute, StandaloneRoute
+from service.limits.redis_routes import ClusterRoute, StandaloneRoute
 from tests.limits.conftest import (
     ENGINE_CAP,
     ENGINE_PASSWORD,
@@ -286,7 +286,7 @@ async def test_sentinel_switchover_mid_traffic_is_followed(
     """SENTINEL FAILOVER while both replicas serve. The sentinels name the new master about
     1 s after the command, but the old master takes writes until they demote it (~10 s
     later): each replica moves to the new master within 0.5 s of the sentinels naming it
-    (watch.py), well before the old master would refuse. Admissions taken on the old
+    (limiter_health.py), well before the old master would refuse. Admissions taken on the old
     master after the promotion are not on the new one, so for the length of those
     requests up to twice the cap may run (docs/operations.md); after that, the cap holds."""
     one, two = await sentinel_replicas(start_replica, redis_sentinels)

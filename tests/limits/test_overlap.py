@@ -11,7 +11,7 @@ import pytest
 
 from service.errors import LimitExceeded
 from service.limits.admission import Admission
-from service.limits.recent import RecentRefusals
+from service.limits.recent_refusals import RecentRefusals
 from tests.limits.conftest import MakeAdmission, RecordingMetrics, make_caller, wait_for
 
 pytestmark = pytest.mark.alone  # leases and holds timed to fractions of a second

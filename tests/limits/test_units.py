@@ -8,7 +8,7 @@ import pytest
 
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import Budget
-from service.limits.local import LocalLimiter
+from service.limits.local_limiter import LocalLimiter
 from service.settings.limits import Limits
 
 pytestmark = pytest.mark.unit

@@ -21,8 +21,8 @@ import pytest
 
 from tests.bench import scenarios
 from tests.mcp.conftest import approve
-from tests.ops.conftest import StartApp, samples
-from tests.ops.serve_process import ServeProcess
+from tests.support.serve_process import ServeProcess
+from tests.support.served_app import StartApp, samples
 
 CLIENTS = 40
 CAP = 20

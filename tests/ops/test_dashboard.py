@@ -12,9 +12,9 @@ import pytest
 from service.observability.metrics.labels import LOOP_PROBE_SECONDS
 from tests.mcp.conftest import Wire, approve
 from tests.ops import dashboard as dash
-from tests.ops.conftest import StartApp, scrape
 from tests.ops.tooling import ROOT, require, run
 from tests.ops.yamldocs import load_file
+from tests.support.served_app import StartApp, scrape
 
 RULES = ROOT / "grafana" / "alerts" / "elova-mcp.rules.yaml"
 

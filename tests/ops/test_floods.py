@@ -17,8 +17,8 @@ import pytest
 from multidict import CIMultiDictProxy
 
 from service.app_keys import OVERLOAD
-from tests.ops.conftest import AppClient, StartApp, scrape, value
-from tests.ops.serve_process import ServeProcess
+from tests.support.serve_process import ServeProcess
+from tests.support.served_app import AppClient, StartApp, scrape, value
 
 INITIALIZE = json.dumps(
     {

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from service.observability.logs import REDACTED_LOGGERS, Redaction, configure_logging, redact_text
-from tests.ops.serve_process import ServeProcess
+from tests.support.serve_process import ServeProcess
 
 SESSION = "s3ss10n-c00k1e-v4lue"
 OTHER = "0th3r-c00k1e-v4lue"

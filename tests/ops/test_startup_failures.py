@@ -28,9 +28,9 @@ import pytest
 import redis.exceptions
 
 from service.cli.failures import explain, postgresql_failure, redis_failure
-from tests.ops.serve_process import ServeProcess
 from tests.ops.tooling import ROOT
 from tests.support.keys import ed25519_pem
+from tests.support.serve_process import ServeProcess
 from tests.support.server import free_port
 from tests.support.services import (
     TestDatabase,

@@ -1,2 +1,2 @@
-"""The OAuth 2.1 authorization server: metadata, registration, sign-in, the approval page,
-the approvals page, the token and revocation endpoints. Modules: docs/architecture.md."""
+"""The OAuth 2.1 authorization server's protocol endpoints: metadata, registration, /token,
+/revoke, authorization codes and requests, client authentication. Map: docs/architecture.md."""

@@ -25,7 +25,7 @@ from service.auth.approvals import (
     locked_approval,
     revoke_approval,
 )
-from service.auth.oauth.requests import AuthorizationRequest, same_resource
+from service.auth.oauth.authorization_requests import AuthorizationRequest, same_resource
 from service.auth.tokens import TokenService
 from service.crypto import b64url
 from service.errors import OAuthError

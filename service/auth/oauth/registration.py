@@ -5,7 +5,7 @@ possession with PKCE. A client that asks for `client_secret_post` or `client_sec
 becomes a confidential client: it gets a random `client_secret` (never expiring; only its
 SHA-256 is stored) that `/token` and `/revoke` check, and PKCE is still required. Redirect
 URIs follow `clients.redirect_uri_problem`; `application_type` (`web` or `native`) is kept
-and echoed. Which fields are kept and the bound of each: client_metadata.py (anything else
+and echoed. Which fields are kept and the bound of each: metadata_fields.py (anything else
 is dropped, RFC 7591 §2). `refresh_token` is always added to the grant types: every client
 rotates refresh tokens. The answer echoes `grant_types`, `response_types` and
 `token_endpoint_auth_method` as stored.
@@ -28,7 +28,7 @@ from aiohttp import hdrs, web
 
 from service.app_keys import AUDIT, DB_POOL, METRICS, REGISTRATION_LIMIT
 from service.audit.oauth_events import client_registered
-from service.auth.oauth.client_metadata import (
+from service.auth.clients.metadata_fields import (
     INFORMATION,
     MAX_DOCUMENT_BYTES,
     ClientName,
@@ -44,9 +44,9 @@ from service.auth.oauth.client_metadata import (
     nesting_problem,
     size_refusal,
 )
-from service.auth.oauth.clients import redirect_uri_refusal
+from service.auth.clients.names import DEFAULT_CLIENT_NAME, clean_client_name, registered_scope
+from service.auth.clients.registry import redirect_uri_refusal
 from service.auth.oauth.metadata import AUTH_METHODS
-from service.auth.oauth.names import DEFAULT_CLIENT_NAME, clean_client_name, registered_scope
 from service.auth.oauth.responses import error_response, json_response
 from service.edge.client_address import client_address
 from service.errors import RegistrationRefused

@@ -17,7 +17,7 @@ from aiohttp import web
 from service.app_keys import DB_POOL, TOKENS
 from service.audit.oauth_events import approval_revoked_by_client
 from service.auth.approvals import revoke_approval
-from service.auth.oauth.client_auth import authenticated_client
+from service.auth.oauth.client_authentication import authenticated_client
 from service.auth.oauth.responses import (
     error_response,
     json_response,

@@ -16,9 +16,9 @@ from multidict import MultiMapping
 from service.app_keys import CONFIG, DB_POOL, METRICS, TOKENS
 from service.audit import oauth_events as audit
 from service.auth.approvals import IssuedTokens, rotate_refresh_token
-from service.auth.oauth.client_auth import authenticated_client
+from service.auth.oauth.authorization_requests import same_resource
+from service.auth.oauth.client_authentication import authenticated_client
 from service.auth.oauth.codes import redeem_code
-from service.auth.oauth.requests import same_resource
 from service.auth.oauth.responses import (
     error_response,
     json_response,

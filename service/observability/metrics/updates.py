@@ -5,7 +5,7 @@ tools/call also observes its statement and its two Redis calls and moves the in-
 gauge twice. These functions skip prometheus-client's checks (a labelled child, a positive
 amount for a counter or a histogram: both hold by construction in app_metrics.py), its
 walk of the buckets and its lock. They read the children's fields of prometheus-client 0.26
-(pinned); tests/ops/test_metrics.py compares the exposition with prometheus-client's own
+(pinned); tests/observability/test_metrics.py compares the exposition with prometheus-client's own
 observe, so a version that moves them fails.
 
 Whether a value can be added to in place is decided once, here, as prometheus-client

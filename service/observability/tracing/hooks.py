@@ -15,7 +15,7 @@ unless an application enables them.)
     service/mcp/transport.py   the MCP SERVER span of each POST (service/mcp/span.py,
                                with `ACTIVE.tracer`)
     service/store/db.py        a CLIENT span a PostgreSQL statement (statements.py)
-    service/limits/shared.py   a CLIENT span for the admission's EVALSHA (redis_span)
+    service/limits/shared_limiter.py   a CLIENT span for the admission's EVALSHA (redis_span)
 
 One process serves one app (`elova-mcp serve`), so the active tracer is the process's.
 """

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from service.config import Config
-from tests.auth.oauth.flow import hidden, seed_account
+from tests.auth.flow import hidden, seed_account
 from tests.ops.tooling import ROOT, require
 from tests.support.server import InProcessServer, free_port
 from tests.support.services import TestDatabase

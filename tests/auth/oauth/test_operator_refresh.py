@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from service.auth.approvals import approval_client_id
 from service.cli.approve import approve
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Account
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account
 
 
 async def test_operator_refresh_token_rotates(oauth: OAuth, account: Account) -> None:

@@ -18,7 +18,7 @@ from mcp.shared.auth import (
 )
 
 from service.app_keys import DB_POOL
-from tests.auth.oauth.flow import forms, hidden, query_of, seed_account
+from tests.auth.flow import forms, hidden, query_of, seed_account
 from tests.support.server import InProcessServer
 from tests.support.services import TestDatabase
 

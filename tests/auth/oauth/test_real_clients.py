@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Account, Registered, authorize_params, bearer, pkce, query_of
-from tests.auth.oauth.flow import tool_call as mcp_tool_call
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account, Registered, authorize_params, bearer, pkce, query_of
+from tests.auth.flow import tool_call as mcp_tool_call
 
 CURSOR = "cursor://anysphere.cursor-mcp/oauth/callback"
 VSCODE = "vscode://vscode.github-authentication/did-authenticate"

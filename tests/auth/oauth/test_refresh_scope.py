@@ -9,8 +9,8 @@ from typing import Any
 
 import jwt
 
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Account, bearer, tool_call
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account, bearer, tool_call
 
 BOTH = "n8n:read workspaces:read"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.auth.oauth.conftest import OAuth
+from tests.auth.browser_flow import OAuth
 
 
 async def test_metadata_names_every_endpoint(oauth: OAuth) -> None:

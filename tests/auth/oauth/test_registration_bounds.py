@@ -19,8 +19,9 @@ from service.app import create_app
 from service.app_keys import DB_POOL, METRICS
 from service.config import Config
 from service.limits.registrations import address_key
-from tests.auth.oauth.conftest import ClientFactory, OAuth
-from tests.auth.oauth.flow import REDIRECT_URI
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import REDIRECT_URI
+from tests.auth.helpers import ClientFactory
 from tests.support.services import new_redis_prefix
 
 App = TestClient[web.Request, web.Application]

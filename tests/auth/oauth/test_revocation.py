@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 import uuid
 
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Account, bearer, hidden, seed_account, tool_call
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account, bearer, hidden, seed_account, tool_call
 
 
 async def _mcp_status(oauth: OAuth, access_token: str) -> int:

@@ -3,8 +3,8 @@ call /mcp, refresh."""
 
 from __future__ import annotations
 
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Account
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account
 
 
 async def test_code_exchange_and_refresh(oauth: OAuth, account: Account) -> None:

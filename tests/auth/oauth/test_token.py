@@ -11,8 +11,8 @@ from typing import Any
 import jwt
 import pytest
 
-from tests.auth.oauth.conftest import OAuth
-from tests.auth.oauth.flow import Account, bearer, tool_call
+from tests.auth.browser_flow import OAuth
+from tests.auth.flow import Account, bearer, tool_call
 
 
 async def _mcp_status(oauth: OAuth, access_token: str) -> int:

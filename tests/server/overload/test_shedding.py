@@ -8,7 +8,7 @@ from service.config import Config
 from service.errors import ConfigError
 from service.server.overload.inflight_limit import FixedLimit, GradientLimit
 from service.server.overload.state import Overload
-from service.server.pacing import RefusalPacing, RefusalRuns
+from service.server.refusal_pacing import RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
 
 pytestmark = pytest.mark.unit

@@ -1,0 +1,1 @@
+"""The client registry: registered clients, Client ID Metadata Documents, lookup, retention."""

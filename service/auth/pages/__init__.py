@@ -1,0 +1,1 @@
+"""What people see: /authorize, sign-in, the consent page, the approvals list (templates/)."""
