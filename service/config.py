@@ -15,13 +15,14 @@ from urllib.parse import urlsplit
 from service.edge.paths import MCP_PATH
 from service.errors import ConfigError
 from service.settings.audit import Audit, read_audit
-from service.settings.database import database_url, primary_database_url
+from service.settings.database import database_url as read_url
+from service.settings.database import primary_database_url
 from service.settings.limits import (
+    POOL_MAX,
+    POOL_MIN,
     Connections,
     Limits,
     Shedding,
-    read_connections,
-    read_limits,
     read_pool_max,
     read_shedding,
 )
@@ -32,139 +33,22 @@ from service.settings.oauth import (
     read_signin_throttle,
 )
 from service.settings.proxies import TrustedProxies, read_trusted_proxies
-from service.settings.redis import RedisEngine, key_prefix, read_redis_engine, redis_url
+from service.settings.redis import RedisEngine, key_prefix, read_redis_engine
+from service.settings.redis import redis_url as redis_server_url
 from service.settings.tracing import configured as tracing_configured
 from service.settings.variables import (
+    Setting,
     flag,
     non_negative_float,
     parse,
     positive_float,
-    positive_int,
+    read_section,
     required,
+    setting,
+    setting_of,
     tcp_port,
-    text,
     value_of,
 )
-
-
-@dataclass(frozen=True)
-class Config:
-    database_url: str
-    redis_url: str | None = None
-    redis_key_prefix: str = "elova:"
-    host: str = "127.0.0.1"
-    port: int = 8080
-    public_url: str = "http://127.0.0.1:8080"
-    signing_key_pem: bytes = b""
-    previous_signing_keys_pem: tuple[bytes, ...] = ()
-    metrics_port: int | None = None
-    allowed_origins: tuple[str, ...] = ()
-    db_pool_min: int = 2
-    db_pool_max: int = 10
-    log_level: str = "INFO"
-    access_token_ttl_seconds: int = 300
-    drain_seconds: float = 5.0  # after SIGTERM: readiness fails, the listener serves on this long
-    # Client ID Metadata Documents (service/auth/clients/metadata_documents.py): fetching
-    # private, loopback and link-local addresses (and http on loopback) only for tests and
-    # private deployments; a fetched document is reused for at most this long.
-    oauth_cimd_allow_private: bool = False
-    oauth_cimd_cache_max_seconds: int = 300
-    limits: Limits = field(default_factory=Limits)
-    # PostgreSQL engines (docs/decisions/engines.md). "transaction": both URLs may be a
-    # transaction-mode pooler (no named statements, settings per transaction). The read URL
-    # takes every tool call's reads of retained records; None: the primary serves them too.
-    database_pooler: str = "none"
-    # Through a pooler, who applies statement_timeout and jit: "per_transaction" (SET LOCAL on
-    # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
-    database_pooler_settings: str = "per_transaction"
-    database_read_url: str | None = None
-    # Failover (docs/operations.md, Database failover): a new connection gives up on a host
-    # after the connect timeout (default: 5 s, or a quarter of the request deadline if less)
-    # and tries the next host of a multi-host URL; an open connection whose sent bytes or
-    # keepalive probes go unacknowledged for the TCP timeout is closed (TCP_USER_TIMEOUT).
-    database_connect_timeout_seconds: float = 5.0
-    database_tcp_timeout_seconds: float = 10.0
-    redis_engine: RedisEngine = field(default_factory=RedisEngine)
-    shedding: Shedding = field(default_factory=Shedding)
-    connections: Connections = field(default_factory=Connections)
-    registration: Registration = field(default_factory=Registration)
-    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
-    signin_throttle: SigninThrottle = field(default_factory=SigninThrottle)
-    # OpenTelemetry traces (service/observability/tracing/): whether the standard OTEL_*
-    # variables name an OTLP endpoint (and do not disable the SDK, service/settings/tracing.py).
-    # The SDK reads the variables themselves.
-    tracing: bool = False
-    audit: Audit = field(default_factory=Audit)
-
-    @property
-    def mcp_resource(self) -> str:
-        """The MCP resource identifier: the audience of every access token."""
-        return self.public_url + MCP_PATH
-
-    @property
-    def issuer(self) -> str:
-        """The OAuth issuer identifier (this service is its own authorization server)."""
-        return self.public_url
-
-    @property
-    def public_origin(self) -> str:
-        parts = urlsplit(self.public_url)
-        return f"{parts.scheme}://{parts.netloc}"
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, *, need_key: bool = True) -> Config:
-        """Parse every setting; raise ConfigError naming the first bad variable."""
-        env = os.environ if env is None else env
-        host = text(env, "ELOVA_HOST", "127.0.0.1")
-        port = parse(env, "ELOVA_PORT", tcp_port, 8080)
-        public_url = parse(env, "ELOVA_PUBLIC_URL", _base_url, f"http://{_url_host(host)}:{port}")
-        key = _signing_key(env) if need_key else b""
-        limits = read_limits(env)
-        return cls(
-            database_url=required(env, "ELOVA_DATABASE_URL", primary_database_url),
-            redis_url=parse(env, "ELOVA_REDIS_URL", redis_url, None),
-            redis_key_prefix=parse(env, "ELOVA_REDIS_KEY_PREFIX", key_prefix, "elova:"),
-            host=host,
-            port=port,
-            public_url=public_url,
-            signing_key_pem=key,
-            previous_signing_keys_pem=_previous_keys(env),
-            metrics_port=parse(env, "ELOVA_METRICS_PORT", tcp_port, None),
-            allowed_origins=parse(env, "ELOVA_ALLOWED_ORIGINS", _origins, ()),
-            db_pool_min=parse(env, "ELOVA_DB_POOL_MIN", positive_int, 2),
-            db_pool_max=read_pool_max(env),
-            log_level=parse(env, "ELOVA_LOG_LEVEL", _log_level, "INFO"),
-            access_token_ttl_seconds=parse(env, "ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300),
-            drain_seconds=parse(env, "ELOVA_DRAIN_SECONDS", non_negative_float, 5.0),
-            oauth_cimd_allow_private=parse(env, "ELOVA_OAUTH_CIMD_ALLOW_PRIVATE", flag, False),
-            oauth_cimd_cache_max_seconds=parse(
-                env, "ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS", _cimd_cache_seconds, 300
-            ),
-            limits=limits,
-            database_pooler=parse(env, "ELOVA_DATABASE_POOLER", _pooler, "none"),
-            database_pooler_settings=parse(
-                env, "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
-            ),
-            database_read_url=parse(env, "ELOVA_DATABASE_READ_URL", database_url, None),
-            # Per host: a silent first host must leave a request time for the next one.
-            database_connect_timeout_seconds=parse(
-                env,
-                "ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS",
-                positive_float,
-                min(5.0, limits.request_deadline_seconds / 4),
-            ),
-            database_tcp_timeout_seconds=parse(
-                env, "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", positive_float, 10.0
-            ),
-            redis_engine=read_redis_engine(env),
-            shedding=read_shedding(env),
-            tracing=tracing_configured(env),
-            connections=read_connections(env),
-            registration=read_registration(env),
-            trusted_proxies=read_trusted_proxies(env),
-            signin_throttle=read_signin_throttle(env),
-            audit=read_audit(env),
-        )
 
 
 def _token_ttl(raw: str) -> int:
@@ -225,6 +109,123 @@ def _log_level(raw: str) -> str:
     return level
 
 
+def _cimd_cache_seconds(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 86400:
+        raise ValueError("must be between 0 and 86400 seconds")
+    return value
+
+
+# The connect timeout's default is shortened to a quarter of the request deadline when that
+# is less (read in Config.from_env).
+CONNECT_TIMEOUT = Setting("ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS", positive_float, 5.0)
+
+
+@dataclass(frozen=True)
+class Config:
+    database_url: str
+    redis_url: str | None = setting("ELOVA_REDIS_URL", redis_server_url, None)
+    redis_key_prefix: str = setting("ELOVA_REDIS_KEY_PREFIX", key_prefix, "elova:")
+    host: str = setting("ELOVA_HOST", str, "127.0.0.1")
+    port: int = setting("ELOVA_PORT", tcp_port, 8080)
+    public_url: str = "http://127.0.0.1:8080"  # from_env: ELOVA_PUBLIC_URL, unset from host:port
+    signing_key_pem: bytes = b""
+    previous_signing_keys_pem: tuple[bytes, ...] = ()
+    metrics_port: int | None = setting("ELOVA_METRICS_PORT", tcp_port, None)
+    allowed_origins: tuple[str, ...] = setting("ELOVA_ALLOWED_ORIGINS", _origins, ())
+    db_pool_min: int = POOL_MIN.field()
+    db_pool_max: int = POOL_MAX.field()
+    log_level: str = setting("ELOVA_LOG_LEVEL", _log_level, "INFO")
+    access_token_ttl_seconds: int = setting("ELOVA_ACCESS_TOKEN_TTL_SECONDS", _token_ttl, 300)
+    # after SIGTERM: readiness fails, the listener serves on this long
+    drain_seconds: float = setting("ELOVA_DRAIN_SECONDS", non_negative_float, 5.0)
+    # Client ID Metadata Documents (service/auth/clients/metadata_documents.py): fetching
+    # private, loopback and link-local addresses (and http on loopback) only for tests and
+    # private deployments; a fetched document is reused for at most this long.
+    oauth_cimd_allow_private: bool = setting("ELOVA_OAUTH_CIMD_ALLOW_PRIVATE", flag, False)
+    oauth_cimd_cache_max_seconds: int = setting(
+        "ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS", _cimd_cache_seconds, 300
+    )
+    limits: Limits = field(default_factory=Limits)
+    # PostgreSQL engines (docs/decisions/engines.md). "transaction": both URLs may be a
+    # transaction-mode pooler (no named statements, settings per transaction). The read URL
+    # takes every tool call's reads of retained records; None: the primary serves them too.
+    database_pooler: str = setting("ELOVA_DATABASE_POOLER", _pooler, "none")
+    # Through a pooler, who applies statement_timeout and jit: "per_transaction" (SET LOCAL on
+    # each transaction's BEGIN) or "server" (the role's or database's own; fewer round trips).
+    database_pooler_settings: str = setting(
+        "ELOVA_DATABASE_POOLER_SETTINGS", _pooler_settings, "per_transaction"
+    )
+    database_read_url: str | None = setting("ELOVA_DATABASE_READ_URL", read_url, None)
+    # Failover (docs/operations.md, Database failover): a new connection gives up on a host
+    # after the connect timeout and tries the next host of a multi-host URL; an open
+    # connection whose sent bytes or keepalive probes go unacknowledged for the TCP timeout
+    # is closed (TCP_USER_TIMEOUT).
+    database_connect_timeout_seconds: float = CONNECT_TIMEOUT.field()
+    database_tcp_timeout_seconds: float = setting(
+        "ELOVA_DATABASE_TCP_TIMEOUT_SECONDS", positive_float, 10.0
+    )
+    redis_engine: RedisEngine = field(default_factory=RedisEngine)
+    shedding: Shedding = field(default_factory=Shedding)
+    connections: Connections = field(default_factory=Connections)
+    registration: Registration = field(default_factory=Registration)
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
+    signin_throttle: SigninThrottle = field(default_factory=SigninThrottle)
+    # OpenTelemetry traces (service/observability/tracing/): whether the standard OTEL_*
+    # variables name an OTLP endpoint (and do not disable the SDK, service/settings/tracing.py).
+    # The SDK reads the variables themselves.
+    tracing: bool = False
+    audit: Audit = field(default_factory=Audit)
+
+    @property
+    def mcp_resource(self) -> str:
+        """The MCP resource identifier: the audience of every access token."""
+        return self.public_url + MCP_PATH
+
+    @property
+    def issuer(self) -> str:
+        """The OAuth issuer identifier (this service is its own authorization server)."""
+        return self.public_url
+
+    @property
+    def public_origin(self) -> str:
+        parts = urlsplit(self.public_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, need_key: bool = True) -> Config:
+        """Parse every setting; raise ConfigError naming the first bad variable."""
+        env = os.environ if env is None else env
+        host, port = setting_of(cls, "host").read(env), setting_of(cls, "port").read(env)
+        public_url = parse(env, "ELOVA_PUBLIC_URL", _base_url, f"http://{_url_host(host)}:{port}")
+        key = _signing_key(env) if need_key else b""
+        limits = read_section(Limits, env)
+        return read_section(
+            cls,
+            env,
+            database_url=required(env, "ELOVA_DATABASE_URL", primary_database_url),
+            host=host,
+            port=port,
+            public_url=public_url,
+            signing_key_pem=key,
+            previous_signing_keys_pem=_previous_keys(env),
+            db_pool_max=read_pool_max(env),
+            limits=limits,
+            # Per host: a silent first host must leave a request time for the next one.
+            database_connect_timeout_seconds=CONNECT_TIMEOUT.read_or(
+                env, min(CONNECT_TIMEOUT.default, limits.request_deadline_seconds / 4)
+            ),
+            redis_engine=read_redis_engine(env),
+            shedding=read_shedding(env),
+            tracing=tracing_configured(env),
+            connections=read_section(Connections, env),
+            registration=read_registration(env),
+            trusted_proxies=read_trusted_proxies(env),
+            signin_throttle=read_signin_throttle(env),
+            audit=read_audit(env),
+        )
+
+
 def _signing_key(env: Mapping[str, str]) -> bytes:
     inline = value_of(env, "ELOVA_SIGNING_KEY")
     path = value_of(env, "ELOVA_SIGNING_KEY_FILE")
@@ -263,13 +264,6 @@ def _previous_keys(env: Mapping[str, str]) -> tuple[bytes, ...]:
         _check_pem("ELOVA_PREVIOUS_SIGNING_KEY_FILES", pem)
         keys.append(pem)
     return tuple(keys)
-
-
-def _cimd_cache_seconds(raw: str) -> int:
-    value = int(raw)
-    if not 0 <= value <= 86400:
-        raise ValueError("must be between 0 and 86400 seconds")
-    return value
 
 
 def _check_pem(name: str, pem: bytes) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.settings.variables import parse, positive_float, positive_int
+from service.settings.variables import parse, positive_float, positive_int, read_section, setting
 
 AUDIT_SINK_KINDS = ("stdout", "file", "unix", "tcp")
 
@@ -24,19 +24,14 @@ class Audit:
     sink: str = "stdout"
     target: str = ""
     port: int = 0
-    queue_lines: int = 10_000
-    wait_seconds: float = 2.0
+    queue_lines: int = setting("ELOVA_AUDIT_QUEUE_LINES", positive_int, 10_000)
+    wait_seconds: float = setting("ELOVA_AUDIT_WAIT_SECONDS", positive_float, 2.0)
 
 
 def read_audit(env: Mapping[str, str]) -> Audit:
-    sink, target, port = parse(env, "ELOVA_AUDIT_SINK", _audit_sink, ("stdout", "", 0))
-    return Audit(
-        sink=sink,
-        target=target,
-        port=port,
-        queue_lines=parse(env, "ELOVA_AUDIT_QUEUE_LINES", positive_int, 10_000),
-        wait_seconds=parse(env, "ELOVA_AUDIT_WAIT_SECONDS", positive_float, 2.0),
-    )
+    unset = (Audit.sink, Audit.target, Audit.port)
+    sink, target, port = parse(env, "ELOVA_AUDIT_SINK", _audit_sink, unset)
+    return read_section(Audit, env, sink=sink, target=target, port=port)
 
 
 def _audit_sink(raw: str) -> tuple[str, str, int]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.errors import ConfigError
-from service.settings.variables import parse, positive_float, positive_int
+from service.settings.variables import positive_float, positive_int, read_section, setting
 
 
 @dataclass(frozen=True)
@@ -16,21 +16,16 @@ class Registration:
     refilled at `per_hour`), and how long a client that never completed an authorization
     is kept (`unused_retention_hours`; swept every `sweep_seconds` by each replica)."""
 
-    burst: int = 10
-    per_hour: int = 30
-    unused_retention_hours: int = 168
-    sweep_seconds: float = 600.0
+    burst: int = setting("ELOVA_OAUTH_REGISTER_BURST", positive_int, 10)
+    per_hour: int = setting("ELOVA_OAUTH_REGISTER_PER_HOUR", positive_int, 30)
+    unused_retention_hours: int = setting(
+        "ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS", positive_int, 168
+    )
+    sweep_seconds: float = setting("ELOVA_OAUTH_CLIENT_SWEEP_SECONDS", positive_float, 600.0)
 
 
 def read_registration(env: Mapping[str, str]) -> Registration:
-    return Registration(
-        burst=parse(env, "ELOVA_OAUTH_REGISTER_BURST", positive_int, 10),
-        per_hour=parse(env, "ELOVA_OAUTH_REGISTER_PER_HOUR", positive_int, 30),
-        unused_retention_hours=parse(
-            env, "ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS", positive_int, 168
-        ),
-        sweep_seconds=parse(env, "ELOVA_OAUTH_CLIENT_SWEEP_SECONDS", positive_float, 600.0),
-    )
+    return read_section(Registration, env)
 
 
 @dataclass(frozen=True)
@@ -42,25 +37,18 @@ class SigninThrottle:
     `account_addresses` distinct addresses; an address, for every account, after
     `address_failures` failures within the window."""
 
-    free_failures: int = 3
-    first_delay_seconds: float = 2.0
-    longest_delay_seconds: float = 900.0
-    window_seconds: float = 900.0
-    account_addresses: int = 10
-    address_failures: int = 30
+    free_failures: int = setting("ELOVA_SIGNIN_FREE_FAILURES", positive_int, 3)
+    first_delay_seconds: float = setting("ELOVA_SIGNIN_FIRST_DELAY_SECONDS", positive_float, 2.0)
+    longest_delay_seconds: float = setting(
+        "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS", positive_float, 900.0
+    )
+    window_seconds: float = setting("ELOVA_SIGNIN_WINDOW_SECONDS", positive_float, 900.0)
+    account_addresses: int = setting("ELOVA_SIGNIN_ACCOUNT_ADDRESSES", positive_int, 10)
+    address_failures: int = setting("ELOVA_SIGNIN_ADDRESS_FAILURES", positive_int, 30)
 
 
 def read_signin_throttle(env: Mapping[str, str]) -> SigninThrottle:
-    settings = SigninThrottle(
-        free_failures=parse(env, "ELOVA_SIGNIN_FREE_FAILURES", positive_int, 3),
-        first_delay_seconds=parse(env, "ELOVA_SIGNIN_FIRST_DELAY_SECONDS", positive_float, 2.0),
-        longest_delay_seconds=parse(
-            env, "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS", positive_float, 900.0
-        ),
-        window_seconds=parse(env, "ELOVA_SIGNIN_WINDOW_SECONDS", positive_float, 900.0),
-        account_addresses=parse(env, "ELOVA_SIGNIN_ACCOUNT_ADDRESSES", positive_int, 10),
-        address_failures=parse(env, "ELOVA_SIGNIN_ADDRESS_FAILURES", positive_int, 30),
-    )
+    settings = read_section(SigninThrottle, env)
     if settings.longest_delay_seconds < settings.first_delay_seconds:
         raise ConfigError(
             "ELOVA_SIGNIN_LONGEST_DELAY_SECONDS is shorter than ELOVA_SIGNIN_FIRST_DELAY_SECONDS"

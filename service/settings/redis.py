@@ -3,12 +3,13 @@ Cluster or Sentinel, docs/decisions/engines.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from service.errors import ConfigError
-from service.settings.variables import parse, text, value_of
+from service.settings.variables import parse, read_section, setting, value_of
 
 REDIS_MODES = ("standalone", "cluster", "sentinel")
 
@@ -20,6 +21,29 @@ ONE_SLOT = "one-slot"
 KEY_LAYOUTS = (ACCOUNT_SLOT, ONE_SLOT)
 
 
+def _key_layout(raw: str) -> str:
+    if raw not in KEY_LAYOUTS:
+        raise ValueError(f"expected {' or '.join(KEY_LAYOUTS)}, got {raw!r}")
+    return raw
+
+
+def _redis_mode(raw: str) -> str:
+    if raw not in REDIS_MODES:
+        raise ValueError(f"expected standalone, cluster or sentinel, got {raw!r}")
+    return raw
+
+
+def _sentinels(raw: str) -> tuple[tuple[str, int], ...]:
+    out = []
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"expected host:port[,host:port…], got {item!r}")
+        out.append((host, int(port)))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class RedisEngine:
     """Which Redis the limiter talks to: ELOVA_REDIS_MODE and, for Sentinel, where the
@@ -28,21 +52,21 @@ class RedisEngine:
     (to the master and, for the scheme and TLS options, to the sentinels, which take their
     own password from ELOVA_REDIS_SENTINEL_PASSWORD)."""
 
-    mode: str = "standalone"
-    sentinels: tuple[tuple[str, int], ...] = ()
-    sentinel_master: str | None = None
-    sentinel_password: str | None = field(default=None, repr=False)  # the sentinels' own
-    # ELOVA_REDIS_KEY_LAYOUT; by default account-slot in cluster mode (where slots matter),
-    # one-slot otherwise (one server holds every slot; the keys keep their earlier names).
+    mode: str = setting("ELOVA_REDIS_MODE", _redis_mode, "standalone")
+    sentinels: tuple[tuple[str, int], ...] = setting("ELOVA_REDIS_SENTINELS", _sentinels, ())
+    sentinel_master: str | None = setting("ELOVA_REDIS_SENTINEL_MASTER", str, None)
+    # the sentinels' own password
+    sentinel_password: str | None = setting("ELOVA_REDIS_SENTINEL_PASSWORD", str, None, shown=False)
+    # ELOVA_REDIS_KEY_LAYOUT (read_redis_engine); by default account-slot in cluster mode
+    # (where slots matter), one-slot otherwise (one server holds every slot; the keys keep
+    # their earlier names).
     key_layout: str = ONE_SLOT
 
 
 def read_redis_engine(env: Mapping[str, str]) -> RedisEngine:
-    mode = parse(env, "ELOVA_REDIS_MODE", _redis_mode, "standalone")
-    no_sentinels: tuple[tuple[str, int], ...] = ()
-    sentinels = parse(env, "ELOVA_REDIS_SENTINELS", _sentinels, no_sentinels)
-    master = text(env, "ELOVA_REDIS_SENTINEL_MASTER", "") or None
-    sentinel_password = value_of(env, "ELOVA_REDIS_SENTINEL_PASSWORD") or None
+    engine = read_section(RedisEngine, env)
+    mode, sentinels, master = engine.mode, engine.sentinels, engine.sentinel_master
+    sentinel_password = engine.sentinel_password
     url = value_of(env, "ELOVA_REDIS_URL")
     if mode == "sentinel":
         if not sentinels:
@@ -67,30 +91,7 @@ def read_redis_engine(env: Mapping[str, str]) -> RedisEngine:
         raise ConfigError(f"ELOVA_REDIS_URL: a unix:// socket cannot be used in {mode} mode")
     default_layout = ACCOUNT_SLOT if mode == "cluster" else ONE_SLOT
     layout = parse(env, "ELOVA_REDIS_KEY_LAYOUT", _key_layout, default_layout)
-    return RedisEngine(mode, sentinels, master, sentinel_password, layout)
-
-
-def _key_layout(raw: str) -> str:
-    if raw not in KEY_LAYOUTS:
-        raise ValueError(f"expected {' or '.join(KEY_LAYOUTS)}, got {raw!r}")
-    return raw
-
-
-def _redis_mode(raw: str) -> str:
-    if raw not in REDIS_MODES:
-        raise ValueError(f"expected standalone, cluster or sentinel, got {raw!r}")
-    return raw
-
-
-def _sentinels(raw: str) -> tuple[tuple[str, int], ...]:
-    out = []
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        host, sep, port = item.rpartition(":")
-        host = host.strip("[]")
-        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ValueError(f"expected host:port[,host:port…], got {item!r}")
-        out.append((host, int(port)))
-    return tuple(out)
+    return dataclasses.replace(engine, key_layout=layout)
 
 
 def key_prefix(raw: str) -> str:

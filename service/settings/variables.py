@@ -1,14 +1,67 @@
-"""Reading one setting: the value of an ELOVA_* variable, converted and checked, or a
-ConfigError naming the variable. Every section of the configuration reads through these."""
+"""One setting: the value of an ELOVA_* variable, converted and checked, or a ConfigError
+naming the variable. A section's field is one line, `name: T = setting(VARIABLE, convert,
+default)`, its default written there once; `read_section` reads every such field."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from service.errors import ConfigError
 
 T = TypeVar("T")
+S = TypeVar("S")
+
+_SETTING = "setting"
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """An ELOVA_* variable, how its text becomes a value, and the value when it is unset."""
+
+    variable: str
+    convert: Callable[[str], T]
+    default: T
+
+    def read(self, env: Mapping[str, str]) -> T:
+        return parse(env, self.variable, self.convert, self.default)
+
+    def read_or(self, env: Mapping[str, str], default: T) -> T:
+        """The value, or `default` when unset: a default worked out from other settings."""
+        return parse(env, self.variable, self.convert, default)
+
+    def field(self, *, shown: bool = True) -> T:
+        """This setting as the field of a section (a frozen dataclass); `shown=False` keeps a
+        secret out of the section's repr."""
+        result: T = dataclasses.field(default=self.default, repr=shown, metadata={_SETTING: self})
+        return result
+
+
+def setting(variable: str, convert: Callable[[str], T], default: T, *, shown: bool = True) -> T:
+    """A section's field read from `variable`: `port: int = setting("ELOVA_PORT", ...)`."""
+    return Setting(variable, convert, default).field(shown=shown)
+
+
+def setting_of(section: type[Any], name: str) -> Setting[Any]:
+    """The setting behind one field of a section."""
+    found: Setting[Any] = next(
+        f.metadata[_SETTING] for f in dataclasses.fields(section) if f.name == name
+    )
+    return found
+
+
+def read_section(section: type[S], env: Mapping[str, str], **given: Any) -> S:
+    """The section with every `setting` field read from `env`, in field order; `given`
+    holds the fields its caller works out itself (a derived default, a check across
+    fields), and the fields without a setting keep their defaults."""
+    values = dict(given)
+    for f in dataclasses.fields(section):  # type: ignore[arg-type]
+        spec = f.metadata.get(_SETTING)
+        if spec is not None and f.name not in given:
+            values[f.name] = spec.read(env)
+    return section(**values)
 
 
 def value_of(env: Mapping[str, str], name: str) -> str:
@@ -23,10 +76,6 @@ def value_of(env: Mapping[str, str], name: str) -> str:
             f"{name} is set but empty; give it a value, or unset it to use the default"
         )
     return value
-
-
-def text(env: Mapping[str, str], name: str, default: str) -> str:
-    return value_of(env, name) or default
 
 
 def parse(env: Mapping[str, str], name: str, conv: Callable[[str], T], default: T) -> T:
