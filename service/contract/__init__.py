@@ -1,3 +1,2 @@
 """The product contract as data: elova-tools.json, the tool catalog that `tools/list`
-serves byte for byte (service/mcp/catalog.py) and that argument errors read
-(service/tools/arguments.py)."""
+serves byte for byte, read through catalog_file.py."""

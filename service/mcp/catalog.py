@@ -10,17 +10,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from importlib import resources
 from typing import Any
 
 import msgspec
 
+from service.contract.catalog_file import catalog_bytes
 from service.mcp.titles import tool_title
 from service.tools.base import Tool
 
 log = logging.getLogger(__name__)
-
-CATALOG_FILE = "elova-tools.json"
 
 
 class CatalogTool(msgspec.Struct, rename="camel"):
@@ -70,7 +68,7 @@ class Catalog:
 
     @classmethod
     def load(cls) -> Catalog:
-        return cls(resources.files("service.contract").joinpath(CATALOG_FILE).read_bytes())
+        return cls(catalog_bytes())
 
     def __contains__(self, name: object) -> bool:
         return name in self.names

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import json
 import re
-from importlib import resources
 from typing import Any
+
+from service.contract.catalog_file import catalog_bytes
 
 _AT = re.compile(r"^(?P<msg>.*?) - at `\$\.(?P<path>[^`.\[]*)[^`]*`$")
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>.*)`$")
@@ -26,8 +27,7 @@ _EXAMPLE_UUID = "11111111-1111-4111-8111-111111111111"
 
 @functools.cache
 def _input_schemas() -> dict[str, dict[str, Any]]:
-    text = resources.files("service.contract").joinpath("elova-tools.json").read_text("utf-8")
-    return {tool["name"]: tool["inputSchema"] for tool in json.loads(text)["tools"]}
+    return {tool["name"]: tool["inputSchema"] for tool in json.loads(catalog_bytes())["tools"]}
 
 
 def explain(tool: str, failure: str) -> tuple[str, str]:

@@ -8,23 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from service.contract.catalog_file import tool_names
+
 PREFIX = "elova_mcp"
 OTHER = "other"
 NONE = "none"
 
-TOOLS = frozenset(
-    {
-        "get_many_workspaces",
-        "get_workspace",
-        "get_many_instances",
-        "get_execution_stats",
-        "get_many_sync_jobs",
-        "get_many_executions",
-        "get_execution",
-        "get_many_workflows",
-        "get_workflow",
-    }
-)
+# The tools: the catalog's own names, so a tool added to it is a label value at once.
+TOOLS = frozenset(tool_names())
 METHODS = frozenset(
     {
         "initialize",
