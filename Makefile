@@ -21,7 +21,7 @@ LOCK_FLAGS ?=
 LOCK := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 \
 	--custom-compile-command 'make lock' $(LOCK_FLAGS)
 
-.PHONY: install python-check lock run test check lint typecheck bench soak tools clean
+.PHONY: install python-check lock run test check lint bench soak tools clean
 
 # Dependencies come from the dev lockfile only; the project itself adds none (--no-deps).
 # A .venv made by another Python version is made anew.
