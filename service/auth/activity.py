@@ -1,19 +1,11 @@
 """Approval activity: how many tool calls each approval made, per tool and hour, and when it
 was last used.
 
-The tool-call path only adds one to a counter in this process (`record_call`: no I/O, no
-round trip; the counters are service/auth/activity_counts.py's). A background task of each
-replica adds its counts to `approval_activity` on the primary pool about once a second, in
-one upsert statement that sums into the rows other replicas write too, so what the
-approvals page reads is the total over every replica, at most a flush interval late. A
-failed flush keeps its counts for the next try; pending counts are bounded (`MAX_PENDING`),
-and a call that finds the bound reached is dropped and counted in `dropped`. The last
-counts are flushed when the app shuts down. Rows older than `RETENTION` are deleted by the
-flusher now and then.
-
-`read_approval_activity` is what pages and commands read: per approval, calls per tool in
-the last 24 hours and 7 days (whole hours: the current hour and the 23 or 167 before it)
-and the instant of its newest call.
+The tool-call path only counts in this process (`record_call`, no I/O; the counters are
+service/auth/activity_counts.py's); each replica's flusher adds its counts to
+`approval_activity` on the primary about once a second and deletes rows older than
+`RETENTION`. `read_approval_activity` is what pages and commands read. Why in process, how
+replicas add up, the bounds and the failure cases: docs/decisions/activity.md.
 """
 
 from __future__ import annotations
@@ -125,7 +117,9 @@ async def activity_ctx(app: web.Application) -> AsyncIterator[None]:
 async def read_approval_activity(
     db: asyncpg.Pool | asyncpg.Connection, approval_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, ApprovalActivity]:
-    """Each approval's activity (every id given has an entry; no calls: the empty one)."""
+    """Each approval's activity (every id given has an entry; no calls: the empty one): its
+    calls per tool in the last 24 hours and 7 days (whole hours: the current hour and the 23
+    or 167 before it) and the instant of its newest call."""
     found: dict[uuid.UUID, ApprovalActivity] = {a: ApprovalActivity() for a in approval_ids}
     if not approval_ids:
         return found

@@ -1,18 +1,11 @@
-"""The one authorization step of every MCP request (docs/decisions/auth.md, Precedence).
+"""The one authorization step of every MCP request (docs/decisions/auth.md, The bearer check).
 
 The transport verifies the bearer token (service/auth/bearer.py): the caller it names is
 *pending* until the approval behind the token is read in this request. `Authorization`
-holds that caller and is the only place it becomes confirmed, in one of two ways:
-
-- `confirm()` reads the approval on its own (one statement on the primary);
-- `confirm_from(row)` takes the approval columns a tool's own first statement read beside
-  its rows (`Tool.authorizes`; service/store/reads/executions.py): one round trip less.
-
-Either way the same rules apply: the approval must exist, be neither revoked nor expired,
-be of the token's generation and belong to its account and client (else 401); the caller
-holds the scopes both the token and the approval grant, and `require`d scopes are checked
-against them (else 403). Dispatch confirms every caller still pending before any answer
-leaves, so a revoked approval is 401 whatever else is wrong with the request.
+holds that caller and is the only place it becomes confirmed: `confirm()` reads the
+approval on its own (one statement on the primary), `confirm_from(row)` takes the approval
+columns a tool's own first statement read beside its rows (`Tool.authorizes`;
+service/store/reads/executions.py): one round trip less. `ApprovalReads` are those reads.
 """
 
 from __future__ import annotations
@@ -35,7 +28,14 @@ UNAVAILABLE_MESSAGE = "Authorization is temporarily unavailable; retry shortly"
 
 
 class Authorization:
-    """The caller of one request: pending until confirmed, then confirmed for good."""
+    """The caller of one request: pending until confirmed, then confirmed for good.
+
+    Both ways of confirming apply the same rules: the approval must exist, be neither
+    revoked nor expired, be of the token's generation and belong to its account and client
+    (else 401); the caller holds the scopes both the token and the approval grant, and
+    `require`d scopes are checked against them (else 403). Dispatch confirms every caller
+    still pending before any answer leaves, so a revoked approval is 401 whatever else is
+    wrong with the request."""
 
     __slots__ = ("_caller", "_read", "_refusal", "_required")
 

@@ -1,19 +1,12 @@
-"""Access tokens (signed JWTs), their verification and the JWKS. The signing keys are in
-service/auth/signing_keys.py, the opaque refresh tokens in service/auth/refresh_tokens.py.
+"""Access tokens (signed JWTs, RFC 9068), their verification and the JWKS. The signing keys are
+in service/auth/signing_keys.py, the opaque refresh tokens in service/auth/refresh_tokens.py.
 
-Access tokens follow the JWT profile of RFC 9068 (`typ: at+jwt`) and live at most five
-minutes. They are signed with the configured key (Ed25519 → EdDSA, EC P-256 → ES256) and
-carry the approval id and generation, so the bearer check can tie each call back to a live
-approval. Verification never trusts the token's header: the algorithm comes from the key
-that `kid` names, `none` and HMAC are never accepted, and audience and issuer must match
-exactly. Keys from a rotation stay here verification-only until their tokens have expired.
-
-A token that will be refused learns so cheaply: every check that needs no signature (the
-shape, the header, each claim, the times) runs on the unverified token first and can only
-refuse; a token is accepted only by pyjwt's verification of its signature and claims, and
-its claims come from that verification alone. `verify_remembered` answers a token seen
-before from memory: verified ones until they expire, refused ones until their answer could
-change (docs/decisions/auth.md, "Refusals before the signature").
+`TokenService` signs with the configured key (Ed25519 → EdDSA, EC P-256 → ES256) tokens of
+at most five minutes that carry the approval id and generation; keys from a rotation stay
+verification-only. `verify` refuses on the unverified token first and accepts only through
+pyjwt's verification; `verify_remembered` answers a token seen before from memory. The
+claims and checks: docs/decisions/auth.md, "Tokens"; why the order and the memories, with
+their costs: "Refusals before the signature".
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """Fetching a Client ID Metadata Document without becoming an SSRF tool.
 
-A metadata document's URL is chosen by whoever sends the browser to `/authorize`, so the
-fetch judges where it connects before it connects (the rules: outbound_address.py):
-
-- the URL: `https` only, a host, a path, no user information, no fragment; the host in an
-  accepted form (plain ASCII LDH or a canonical IP literal), refused before any DNS lookup
-  or socket otherwise; the URL as the HTTP stack parses it (yarl) must name the same
-  scheme, host and port;
-- the addresses: an IP literal is judged as written; a name is resolved here (getaddrinfo
-  in a thread) and refused unless EVERY address is public unicast;
-- the connection: the connector's resolver (`JudgedAddressResolver`) answers only with the
-  addresses this fetch judged, for the host it judged, so the socket goes to a judged
-  address and never to a second lookup's answer; TLS is verified against the URL's host
-  name (SNI and certificate check by aiohttp). The peer address is checked once more before
-  the body is read (defence in depth);
-- the answer: one GET, no redirects, no proxy from the environment, no cookies, 5 seconds in
-  total (resolution included), at most `MAX_DOCUMENT_BYTES` (checked on `Content-Length`
-  and while reading), status 200 only.
-
-No port oracle: every refusal of a non-public destination is the one message `NOT_PUBLIC`
-and opens no socket, so it reads and takes the same whatever listens behind the address;
-every connection failure of a host that passed (refused, reset, TLS) reads "could not be
-reached".
-
-`allow_private` (ELOVA_OAUTH_CIMD_ALLOW_PRIVATE, for tests and private deployments) lifts
-the address rule (not the form rule) and admits `http` on a loopback host. The fetch
-returns the body and the response's caching headers; `metadata_documents.py` validates and caches.
+A metadata document's URL is chosen by whoever sends the browser to `/authorize`, so
+`fetch_document` judges where it connects before it connects (the rules:
+outbound_address.py) and returns the body and the response's caching headers;
+`metadata_documents.py` validates and caches. `allow_private`
+(ELOVA_OAUTH_CIMD_ALLOW_PRIVATE) lifts the address rule, not the form rule. The rules in
+order, why, and the refusals that leave no port oracle: docs/decisions/oauth.md, "Where the
+metadata-document fetch connects".
 """
 
 from __future__ import annotations
@@ -213,7 +194,24 @@ def _peer_is_allowed(resp: aiohttp.ClientResponse, allow_private: bool) -> bool:
 async def fetch_document(
     session: aiohttp.ClientSession, url: str, *, allow_private: bool
 ) -> Fetched:
-    """GET the document at `url` under every rule above, or raise FetchRefused."""
+    """GET the document at `url`, or raise FetchRefused. In order:
+
+    - the URL: `https` only, a host, a path, no user information, no fragment; the host in
+      an accepted form (plain ASCII LDH or a canonical IP literal), refused before any DNS
+      lookup or socket otherwise; the URL as the HTTP stack parses it (yarl) must name the
+      same scheme, host and port;
+    - the addresses: an IP literal is judged as written; a name is resolved here
+      (getaddrinfo in a thread) and refused unless EVERY address is public unicast;
+    - the connection: the connector's resolver (`JudgedAddressResolver`) answers only with
+      the addresses this fetch judged, for the host it judged; TLS is verified against the
+      URL's host name; the peer address is checked once more before the body is read;
+    - the answer: one GET, no redirects, no proxy from the environment, no cookies, 5
+      seconds in total (resolution included), at most `MAX_DOCUMENT_BYTES` (checked on
+      `Content-Length` and while reading), status 200 only.
+
+    Every refusal of a non-public destination is `NOT_PUBLIC` and opens no socket; every
+    connection failure of a host that passed reads "could not be reached". `allow_private`
+    also admits `http` on a loopback host."""
     target = document_target(url, allow_private=allow_private)
     host = target.host.name
     try:

@@ -1,25 +1,12 @@
 """Client ID Metadata Documents: an https URL as `client_id`, its document as the client.
 
-At `/authorize` (GET and the approval POST) a client id that is a URL is resolved here: the
-document is fetched (`cimd_fetch`, SSRF-guarded), validated, stored in `oauth_clients`
-(kind `metadata`, client id = the URL) and returned as a `Client`. Validation: a JSON
-object whose `client_id` is exactly the URL; 1–10 `redirect_uris` under the redirect-URI
-rules; `token_endpoint_auth_method` absent or `none` (no secret can be shared through a
-public document); no `client_secret`; `grant_types`/`response_types` as registration
-accepts them; every field within registration's bounds and only registration's kept fields
-stored (metadata_fields.py); unknown fields ignored. `client_name` is cleaned like a
-registered one and defaults to the URL's host. Each fetch stamps `document_fetched_at`: a
-document client that never completes an authorization is deleted that long after its
-last fetch (retention.py).
-
-Caching: a fetched document is reused for its `Cache-Control: max-age` (`no-store` and
-`no-cache`: not reused), at most ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS (300 s by default);
-a refused fetch is remembered for 30 seconds so a page reload cannot make the server fetch
-in a loop. The cache is per process and bounded (1000 documents): a replica sees a
-changed document within the ceiling, and the stored row (what `/token` and the approvals
-read) is rewritten on every fetch, so every replica agrees with the last fetch. Which
-endpoint asks for which client, and when `/token` falls back to the stored row:
-service/auth/clients/lookup.py.
+A client id that is a URL is resolved here: the document is fetched (document_fetch.py,
+SSRF-guarded), validated (`validate_document`, registration's rules and bounds:
+metadata_fields.py), stored in `oauth_clients` (kind `metadata`, client id = the URL; each
+fetch stamps `document_fetched_at`, which retention.py sweeps by) and returned as a
+`Client`. `MetadataClients` is the per-process cache; which endpoint asks for which client:
+lookup.py. The validation and cache rules and why: docs/decisions/oauth.md, "Client ID
+Metadata Documents".
 """
 
 from __future__ import annotations
@@ -187,7 +174,11 @@ _UPSERT = f"""
 
 
 class MetadataClients:
-    """The per-process cache of accepted (and refused) documents, and the fetch session."""
+    """The per-process cache of accepted (and refused) documents, and the fetch session.
+
+    An accepted document is reused for its `max-age` within the ceiling (`no-store`,
+    `no-cache`: not reused), a refused fetch for `REFUSAL_SECONDS`; at most `MAX_CACHED`
+    documents. Every fetch rewrites the stored row, so replicas agree with the last fetch."""
 
     def __init__(
         self, *, allow_private: bool, ceiling_seconds: float, audit: AuditWriter | None = None

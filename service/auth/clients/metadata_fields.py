@@ -1,21 +1,12 @@
 """The client metadata the service keeps, and the bound of each field: the same for a
 registration (RFC 7591) and for a Client ID Metadata Document.
 
-Kept, because the service uses them: `redirect_uris` (1–10, each ≤ 2000 characters),
-`client_name` (≤ 200 characters, cleaned by names.py), `scope` (≤ 200 characters of known
-scopes), `grant_types` and `response_types` (≤ 10 entries, checked against what we
-support; the stored values are ours), `token_endpoint_auth_method`, `application_type`.
-Kept as information about the client (stored in `oauth_clients.metadata`, echoed by
-registration, never rendered, there for an operator looking into a client): `client_uri`,
-`logo_uri`, `tos_uri`, `policy_uri` (each ≤ 1000 characters), `software_id` (≤ 200),
-`software_version` (≤ 100); none of them may hold control or format characters.
-Everything else (`contacts`, `jwks`, `jwks_uri`, `software_statement`, unknown fields) is
-dropped: not stored, not echoed (RFC 7591 §2 lets a server ignore metadata). A value over
-its bound is refused, naming the field — never cut. The document as a whole is at most
-`MAX_DOCUMENT_BYTES`.
-
 The bounds are msgspec constraints on the Structs' field types, so the decoder itself
-refuses an over-long value and names it (`… length <= 1000 - at $.logo_uri`).
+refuses an over-long value and names it (`… length <= 1000 - at $.logo_uri`): refused,
+never cut. `INFORMATION` are the fields kept only as information about the client (none may
+hold control or format characters); a registration document as a whole is at most
+`MAX_DOCUMENT_BYTES`. Which fields are kept, why, and what is dropped:
+docs/decisions/oauth.md, "Registration bounds".
 """
 
 from __future__ import annotations

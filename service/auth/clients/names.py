@@ -2,14 +2,8 @@
 the registered scope, cleaned and checked the same way for both.
 
 A client name is text a person reads on the approval page, so nothing in it may be
-invisible or reorder what is around it: control characters become U+FFFD; bidirectional
-controls (U+202A–202E, U+2066–2069, U+200E/200F, U+061C) and every other format character
-(Unicode category Cf: zero-width space and joiners, word joiner, BOM, soft hyphen, tags…),
-line and paragraph separators, unassigned and surrogate code points, the invisible fillers
-(Hangul fillers, braille blank, combining grapheme joiner, variation selectors) are
-removed; other spaces become one plain space; more than two combining marks on one letter
-are cut to two. The same cleaning runs when a stored name is shown, so a row written
-before these rules cannot show them either.
+invisible or reorder what is around it (`clean_client_name`); the same cleaning runs when a
+stored name is shown (docs/decisions/oauth.md, "The consent page cannot be spoofed").
 """
 
 from __future__ import annotations
@@ -43,7 +37,14 @@ def _kept(ch: str) -> str:
 
 
 def clean_client_name(raw: str | None) -> str:
-    """The name as a page may show it (see the module notes), trimmed ("" if none)."""
+    """The name as a page may show it, trimmed ("" if none), at most `MAX_NAME_LENGTH`.
+
+    Control characters become U+FFFD; bidirectional controls (U+202A–202E, U+2066–2069,
+    U+200E/200F, U+061C) and every other format character (Unicode category Cf: zero-width
+    space and joiners, word joiner, BOM, soft hyphen, tags…), line and paragraph separators,
+    unassigned and surrogate code points, the invisible fillers (Hangul fillers, braille
+    blank, combining grapheme joiner, variation selectors) are removed; other spaces become
+    one plain space; more than two combining marks on one letter are cut to two."""
     text = (raw or "").translate(_CONTROL)
     out: list[str] = []
     marks = 0

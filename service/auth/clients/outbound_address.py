@@ -1,24 +1,13 @@
 """Where an outbound fetch may connect: the host forms it accepts and the addresses it may
-reach. The metadata-document fetch (document_fetch.py) asks these two questions in this order,
-and nothing else decides them (the table in docs/decisions/oauth.md mirrors this module).
+reach. The metadata-document fetch (document_fetch.py) asks these two questions in this
+order, and nothing else decides them:
 
-1. The form (`parse_authority`, `parse_host`), judged on the host exactly as written, before
-   any DNS lookup or socket: plain ASCII LDH labels (letters, digits, hyphen; labels of 1–63
-   characters, not starting or ending with a hyphen; at most 253 characters; no trailing
-   dot; the last label starting with a letter, as top-level domains do), a canonical
-   dotted-quad IPv4 address, or a bracketed IPv6 address without a zone. Everything else is
-   refused, because some HTTP stack or resolver would turn it into an address the check did
-   not see: Unicode digits and dots (`１２７.０.０.１`, `127。0。0。1`: IDNA maps them to
-   ASCII), percent-encoding, backslashes, and the legacy IPv4 spellings `inet_aton` accepts
-   (`0177.0.0.1`, `0x7f.1`, `2130706433`, `127.1`). A Unicode host name is written in its
-   A-label (punycode) form.
-2. The address (`public_unicast`): EVERY address a host has must be public unicast. An IPv6
-   form that carries an IPv4 address (IPv4-mapped, IPv4-compatible, SIIT, NAT64, 6to4,
-   Teredo, ISATAP) is judged by the IPv4 address inside, since that is where the packets
-   end up; a bare prefix carries 0.0.0.0 or another non-public address and is refused.
-   Other IPv6 addresses must be global unicast (2000::/3). The special-purpose blocks of
-   `NON_PUBLIC` are refused, and Python's `is_global` is asked as a second opinion (it
-   can only refuse more).
+1. the form (`parse_authority`, `parse_host`), judged on the host exactly as written, before
+   any DNS lookup or socket;
+2. the address (`public_unicast`): EVERY address a host has must be public unicast.
+
+Each form and address, decided and why: the table in docs/decisions/oauth.md, "Where the
+metadata-document fetch connects", which mirrors this module.
 """
 
 from __future__ import annotations
@@ -102,7 +91,16 @@ def parse_authority(authority: str) -> tuple[Host, int | None] | None:
 
 
 def parse_host(text: str) -> Host | None:
-    """`text` (a URL's host as written; IPv6 in brackets) in an accepted form, or None."""
+    """`text` (a URL's host as written; IPv6 in brackets) in an accepted form, or None.
+
+    Accepted: plain ASCII LDH labels (letters, digits, hyphen; labels of 1–63 characters,
+    not starting or ending with a hyphen; at most 253 characters; no trailing dot; the last
+    label starting with a letter, as top-level domains do), a canonical dotted-quad IPv4
+    address, or a bracketed IPv6 address without a zone. Everything else is refused, because
+    some HTTP stack or resolver would turn it into an address the check did not see: Unicode
+    digits and dots (IDNA maps them to ASCII), percent-encoding, backslashes, and the legacy
+    IPv4 spellings `inet_aton` accepts (`0177.0.0.1`, `0x7f.1`, `2130706433`, `127.1`). A
+    Unicode host name is written in its A-label (punycode) form."""
     if not text.isascii() or not 0 < len(text) <= MAX_HOST_LENGTH + 2:
         return None
     if text.startswith("["):
@@ -167,7 +165,12 @@ def embedded_ipv4(address: IPv6Address) -> tuple[str, tuple[IPv4Address, ...]] |
 
 
 def public_unicast(address: Address) -> bool:
-    """Whether a fetch may connect to `address` (see the module notes)."""
+    """Whether a fetch may connect to `address`. An IPv6 form that carries an IPv4 address
+    (IPv4-mapped, IPv4-compatible, SIIT, NAT64, 6to4, Teredo, ISATAP) is judged by the IPv4
+    address inside, since that is where the packets end up; a bare prefix carries 0.0.0.0 or
+    another non-public address and is refused. Other IPv6 addresses must be global unicast
+    (2000::/3). The blocks of `NON_PUBLIC` are refused, and Python's `is_global` is asked as
+    a second opinion (it can only refuse more)."""
     if isinstance(address, IPv6Address):
         if address.scope_id is not None:
             return False

@@ -1,20 +1,11 @@
 """Redirect hosts: which host a redirect URI may name, and how the pages show one.
 
-A redirect URI's host is an IP literal in canonical form (dotted-quad IPv4, bracketed IPv6
-without a zone) or a domain name that IDNA (UTS 46 mapping, non-transitional, STD3 rules:
-what browsers do) turns into LDH labels: ASCII letters, digits and inner hyphens. Anything
-else is refused before it can be stored or shown: a backslash (browsers read it as `/`, so
-`https://evil.example\\.good.example` goes to evil.example), `;`, spaces, control and
-format characters, `%`, `_`, a host whose last label is a number but not a dotted quad
-(`0x7f.1`, `2130706433`: browsers read those as IPv4), an IP address written in non-ASCII
-digits, and `xn--` labels that do not decode.
-
-What a person is shown is the ASCII (punycode) form, always; the Unicode form is shown
-beside it only when every letter of the whole host is of one script (`пример.рф`,
-`münchen.de`). A host that mixes scripts (`аррӏе.com`: Cyrillic letters, Latin TLD) is
-shown in punycode only. The script of a letter is read from its Unicode name
-(`CYRILLIC SMALL LETTER A` → CYRILLIC); a letter whose name does not say counts as a script
-of its own, so an unknown case can only hide the Unicode form, never show a mixed one.
+A redirect URI's host is an IP literal in canonical form or a domain name that IDNA (UTS 46,
+non-transitional, STD3 rules: what browsers do) turns into LDH labels (`ascii_host`);
+anything else is refused before it can be stored or shown. A person is shown the ASCII
+(punycode) form always, and the Unicode form beside it only when every letter of the whole
+host is of one script (`shown_host`). What is refused, and why whole-host scripts:
+docs/decisions/oauth.md, "The consent page cannot be spoofed".
 """
 
 from __future__ import annotations
@@ -136,7 +127,9 @@ def _idna(host: str) -> str:
 
 
 def script_of(ch: str) -> str | None:
-    """The script a letter's Unicode name gives (None: digits, hyphens, combining marks)."""
+    """The script a letter's Unicode name gives (`CYRILLIC SMALL LETTER A` → CYRILLIC; None:
+    digits, hyphens, combining marks). A letter whose name does not say counts as a script
+    of its own, so an unknown case can only hide the Unicode form, never show a mixed one."""
     if not unicodedata.category(ch).startswith("L"):
         return None
     name = unicodedata.name(ch, "")

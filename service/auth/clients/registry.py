@@ -1,17 +1,8 @@
-"""Registered OAuth clients: lookup, and the redirect-URI rules every client obeys.
+"""Registered OAuth clients: lookup (`Client`, `load_client`), and the redirect-URI rules every
+client obeys (RFC 8252 and OAuth 2.1: `redirect_uri_problem`, `matches_registered`).
 
-Redirect URIs follow RFC 8252 and OAuth 2.1: `https` on any host; `http` only on a loopback
-host (`127.0.0.1` and the rest of 127/8, `[::1]`, `localhost`); or a private-use scheme of a
-native app (`cursor://…`, `vscode://…`, `com.example.app:/cb`). Never `javascript:`, `data:`,
-`file:` and the other schemes a browser runs or reads locally, never a fragment or user
-information. An authorization request must name one of the client's registered URIs
-exactly (string comparison, no normalising), except that the port of a loopback `http` URI
-may differ (RFC 8252 §7.3: native apps listen on whatever port is free); scheme, host, path
-and query still match exactly.
-
-Clients are registered (`dynamic`, RFC 7591), made by the operator (`operator`), or known by
-their Client ID Metadata Document (`metadata`: the client id is the document's https URL;
-`service.auth.clients.metadata_documents` fetches it and keeps the row current).
+The rules and why (docs/decisions/oauth.md): "Registration (RFC 7591)" for the URIs a client
+may register, "The authorization request" for how a request's URI must match one.
 """
 
 from __future__ import annotations
@@ -45,6 +36,10 @@ CLIENT_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Client:
+    """A client: registered (`dynamic`, RFC 7591), made by the operator (`operator`), or known
+    by its Client ID Metadata Document (`metadata`: the client id is the document's https
+    URL; `service.auth.clients.metadata_documents` fetches it and keeps the row current)."""
+
     client_id: str
     client_name: str
     redirect_uris: tuple[str, ...]
@@ -83,7 +78,10 @@ def is_loopback_host(host: str) -> bool:
 
 
 def redirect_uri_problem(uri: str) -> str | None:
-    """Why `uri` cannot be a redirect URI, or None when it can."""
+    """Why `uri` cannot be a redirect URI, or None when it can: `https` on any host; `http`
+    only on a loopback host (`127.0.0.1` and the rest of 127/8, `[::1]`, `localhost`); or a
+    private-use scheme of a native app (`cursor://…`, `com.example.app:/cb`). Never
+    `REFUSED_SCHEMES`, a fragment or user information."""
     refusal = redirect_uri_refusal(uri)
     return None if refusal is None else refusal[1]
 

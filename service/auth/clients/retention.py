@@ -1,23 +1,12 @@
 """Retention of unused clients: a client that never completed an authorization goes.
 
 A registered (`dynamic`) or metadata-document (`metadata`) client whose
-`oauth_clients.authorized_at` is still NULL — no approval was ever granted to it, so no code
-was ever issued or exchanged — is deleted once ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS
-(168 by default) have passed since it was registered, or for a document client since its
-document was last fetched. Operator clients are never swept.
-
-The sweep is the same kind of background task as the approval-activity pruning
-(service/auth/activity.py): each replica runs it every ELOVA_OAUTH_CLIENT_SWEEP_SECONDS
-(600 by default), in batches of `BATCH` rows, each batch one statement. Several replicas may
-sweep at once: the candidates are locked `FOR UPDATE SKIP LOCKED`, so each row is taken by
-one of them, and a replica that fails logs it and tries again next time.
-
-Against the approval that is being granted at the same moment: the approval's transaction
-first sets `authorized_at` (`mark_authorized`). If that came first, the sweep skips the row
-(locked) or, once the approval committed, re-reads it and finds it authorized; if the sweep
-came first, `mark_authorized` finds no row and the approval page says the registration has
-expired, instead of a foreign-key error. The approval-free check (`NOT EXISTS approvals`)
-stays in the sweep too, for approvals granted by a replica of the previous release.
+`oauth_clients.authorized_at` is still NULL is deleted once
+ELOVA_OAUTH_UNUSED_CLIENT_RETENTION_HOURS have passed since it was registered, or for a
+document client since its document was last fetched; operator clients are never swept.
+Each replica sweeps every ELOVA_OAUTH_CLIENT_SWEEP_SECONDS in batches of `BATCH`;
+`mark_authorized` is the approval's side. Why several replicas may sweep at once and how a
+sweep racing an approval ends: docs/decisions/oauth.md, "Registration bounds".
 """
 
 from __future__ import annotations
@@ -38,6 +27,9 @@ log = logging.getLogger(__name__)
 BATCH = 500
 MAX_BATCHES = 100  # at most 50 000 rows a sweep; the next sweep goes on
 
+# Candidates are locked FOR UPDATE SKIP LOCKED, so replicas sweeping at once take different
+# rows; NOT EXISTS approvals is for approvals granted by a replica of the previous release,
+# which does not set authorized_at.
 _SWEEP = """
 WITH unused AS (
     SELECT client_id FROM oauth_clients c

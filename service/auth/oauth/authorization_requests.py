@@ -1,14 +1,12 @@
 """The authorization request (`/authorize` parameters), validated the same way on every step.
 
-The request travels through sign-in and the approval form as its own parameters and is
-re-validated each time, so nothing about a pending request is stored. Validation has two
-kinds of refusal (RFC 6749 §4.1.2.1): until the client and an exactly registered redirect
-URI are known, errors are shown on a page (`PageRefusal`) and never redirected; after that,
-errors go back to the redirect URI (`RedirectRefusal`) with `state` and `iss`. A client id
-that is a URL is resolved through its metadata document (`client_lookup`, `cimd`); a
-document that cannot be fetched or is not acceptable is a page refusal naming why. The
-redirect URI is the one the request sent (for a loopback URI its port may differ from the
-registered one).
+The request travels through sign-in and the approval form as its own parameters
+(`hidden_fields`) and is re-validated each time, so nothing about a pending request is
+stored. Until the client and an exactly registered redirect URI are known, errors are shown
+on a page (`PageRefusal`); after that they go back to the redirect URI (`RedirectRefusal`)
+with `state` and `iss` (RFC 6749 §4.1.2.1). A URL client id is resolved through its metadata
+document (service/auth/clients/lookup.py). Which error goes where: docs/decisions/oauth.md,
+"The authorization request".
 """
 
 from __future__ import annotations
@@ -158,7 +156,10 @@ def _scopes(raw: str | None, client: Client) -> tuple[str, ...]:
 async def parse_authorization_request(
     app: web.Application, params: MultiMapping[Any]
 ) -> AuthorizationRequest:
-    """Validate `/authorize` parameters; raise PageRefusal or RedirectRefusal."""
+    """Validate `/authorize` parameters; raise PageRefusal or RedirectRefusal. A metadata
+    document that cannot be fetched or is not acceptable is a page refusal naming why. The
+    redirect URI is the one the request sent (for a loopback URI its port may differ from
+    the registered one)."""
     resource = app[CONFIG].mcp_resource
     client, redirect_uri = await _client_and_redirect(app, app[DB_POOL], params)
     try:

@@ -1,19 +1,11 @@
-"""Dynamic client registration (RFC 7591).
+"""Dynamic client registration (RFC 7591): POST /register, public and confidential clients.
 
-Public clients authenticate with nothing (`token_endpoint_auth_method: none`) and prove
-possession with PKCE. A client that asks for `client_secret_post` or `client_secret_basic`
-becomes a confidential client: it gets a random `client_secret` (never expiring; only its
-SHA-256 is stored) that `/token` and `/revoke` check, and PKCE is still required. Redirect
-URIs follow `clients.redirect_uri_problem`; `application_type` (`web` or `native`) is kept
-and echoed. Which fields are kept and the bound of each: metadata_fields.py (anything else
-is dropped, RFC 7591 §2). `refresh_token` is always added to the grant types: every client
-rotates refresh tokens. The answer echoes `grant_types`, `response_types` and
-`token_endpoint_auth_method` as stored.
-
-The ladder: the document's size, its parse and every field's rule (400), then the
-per-address limit (service/limits/registrations.py: 429 with Retry-After; only a registration that
-would be stored takes from it), then the row. Every refusal is counted by reason
-(`Metrics.registration_refused`).
+`register` checks in order: the document's size, its parse and every field's rule (400),
+then the per-address limit (service/limits/registrations.py: 429 with Retry-After; only a
+registration that would be stored takes from it), then the row. Every refusal is counted by
+reason (`Metrics.registration_refused`). Which fields are kept and their bounds:
+metadata_fields.py. What a client gets and why: docs/decisions/oauth.md, "Registration (RFC
+7591)" and "Registration bounds".
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""/approvals: the signed-in account's active approvals, what each client has been doing,
-and revoking one after a confirmation.
-
-For each active approval the page shows the client (its name, its host and how it
-registered), the workspace names, the scopes, when it was created, when it expires, when it
-was last used, and its calls per tool in the last 24 hours and 7 days (service.auth.activity).
+"""/approvals: the signed-in account's active approvals, what each client has been doing
+(service.auth.activity), and revoking one after a confirmation.
 
 Revoking takes two steps that work without JavaScript: the list links to a confirmation
-page (GET /approvals/revoke?approval=ID) that says what ends; its form posts the revocation.
-Revoking takes effect on the client's next MCP call (the bearer check reads the approval
-every call) and at its next refresh. Only the account's own approvals can be revoked; the
-form is CSRF-protected like every form of a session.
+page (`confirm_revoke`, GET /approvals/revoke?approval=ID) whose CSRF-protected form posts
+the revocation (`revoke`); only the account's own approvals can be revoked. What the page
+shows and why a page of its own: docs/decisions/ux.md, "The pages people see (sign-in,
+approval, approvals, sign-out, errors)"; revocation: docs/decisions/oauth.md, "/approvals".
 """
 
 from __future__ import annotations
@@ -171,7 +167,8 @@ async def confirm_revoke(request: web.Request) -> web.Response:
 
 
 async def revoke(request: web.Request) -> web.Response:
-    """POST /approvals/revoke (from the confirmation page)."""
+    """POST /approvals/revoke (from the confirmation page). It takes effect on the client's
+    next MCP call (the bearer check reads the approval every call) and at its next refresh."""
     got = await session_form(request, "Approvals page")
     if isinstance(got, web.Response):
         return got

@@ -1,18 +1,13 @@
 """The approval page: what the client will read, and the account's decision.
 
-`show` renders the consent form: the client's name and where it will send the browser, the
-account's workspaces (at most 200 listed, with role and time zone) to choose 1–50 from, the
-requested scopes, the expiry (1, 7 or 30 days) and the notice that customer-controlled
-names and error text can hold personal information that the client will be able to read.
-`decide` handles the POST: it re-validates the authorization request, the session and the
-CSRF token, enforces every bound on the server (through `grant_approval`, which also keeps
-the 100-active-approvals cap), creates or updates the approval and redirects to the client
-with a one-time code. A refusal about one choice is shown next to that choice.
-
-The page has no script (its CSP forbids every one): "Select all" and "Clear" are submit
-buttons whose POST shows the page again with the boxes ticked or cleared (select all keeps
-what is ticked and adds the next listed workspaces, up to the 50 allowed); the count of
-ticked boxes under the list is a CSS counter, so it follows every tick.
+`show` renders the consent form (the client, where it will send the browser, the account's
+workspaces to choose from, the requested scopes, the expiry, the personal-information
+notice); `decide` handles its POST: it re-validates the request, the session and the CSRF
+token, grants through `grant_approval` (which enforces every bound on the server) and
+redirects to the client with a one-time code. The page has no script: "Select all" and
+"Clear" are submit buttons. What it shows, its bounds and why: docs/decisions/oauth.md, "The
+approval page", and docs/decisions/ux.md, "The pages people see (sign-in, approval,
+approvals, sign-out, errors)".
 """
 
 from __future__ import annotations

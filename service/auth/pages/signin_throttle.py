@@ -1,23 +1,13 @@
 """Failed sign-in throttle, shared by every replica (kept in PostgreSQL).
 
-Three holds, each a wait before the next attempt is even considered (docs/decisions/oauth.md):
-
-- the (account, address) pair: it may fail `free_failures` times; each further failure makes
-  its next attempt wait, from `first_delay_seconds` doubling up to `longest_delay_seconds`.
-  A success clears it; failures are forgotten a day after the last one. A stranger's
-  failures slow the stranger's pair, never the owner's.
-- the account as a whole, only when its failures within `window_seconds` come from
-  `account_addresses` distinct addresses (a distributed guess), and then not from an
-  address the account signed in from within `KNOWN_ADDRESS_DAYS`.
-- the address across accounts: `address_failures` failures within the window (an address
-  spraying guesses over many accounts), held until the window that began at its first
-  failure ends. Windows that ended more than a day ago are deleted a few at a time by each
-  recorded failure, as forgotten pairs are (issue 42: the table was never swept).
-
-Unknown accounts are throttled exactly like known ones (keys are digests of what was
-typed), so a hold says nothing about whether an account exists. Keys are SHA-256 digests:
-the tables hold no email address or IP. While held, the password is not checked, so a
-throttled guess costs the attacker a round trip and us no scrypt work.
+Three holds, each a wait before the next attempt is even considered (`hold`): the (account,
+address) pair, whose delay doubles after `free_failures`; the account as a whole, only for
+failures from `account_addresses` distinct addresses and not from an address it signed in
+from within `KNOWN_ADDRESS_DAYS`; the address across accounts. `record_failure` also deletes
+forgotten pairs and ended address windows a few at a time. Keys are SHA-256 digests of what
+was typed, so unknown accounts are held exactly like known ones. Why, and the defaults:
+docs/decisions/oauth.md, "The failed sign-in throttle (issue 21)"; the sweep of windows:
+docs/decisions/cleanup.md.
 """
 
 from __future__ import annotations
