@@ -3,17 +3,9 @@
 A sink takes a batch of whole lines and either writes all of it or raises OSError; the
 writer (service/audit/writer.py) keeps the batch and tries again, backing off, so a line is
 written at least once. The sinks that never wait (stdout, a file) also take a line with
-`write_now`, called from the request itself. A file sink appends to its path and reopens it
-when the path names another file (rotation by rename, as logrotate does it; copy-and-truncate
-works too: see docs/operations.md, Audit trail).
-
-A socket sink reconnects on the next try after a failure (a refused connection, a reset, a
-collector that closed its end, uvloop's "transport closed"). A collector that dies takes with
-it what it had received but not yet stored, and the kernel accepts writes into a connection
-whose peer is already gone; so the sink keeps what it wrote in the last RESEND_SECONDS (at
-most RESEND_BYTES) and sends it again first on the connection that replaces a failed one: a
-line reaches a restarted collector at least once, possibly twice (deduplicate on the whole
-line). Lines are only ever sent whole, so a new connection never starts mid-line.
+`write_now`, called from the request itself. A socket sink resends its recent lines after
+reconnecting (docs/decisions/audit-trail.md, "Issue 42: the sinks on a bad day"); how
+rotation and collectors meet the sinks: docs/operations.md, Audit trail.
 """
 
 from __future__ import annotations
@@ -65,7 +57,9 @@ class StreamSink:
 
 
 class FileSink:
-    """A file opened for append (O_APPEND: whole lines even with other writers)."""
+    """A file opened for append (O_APPEND: whole lines even with other writers), reopened
+    when its path names another file (rotation by rename, as logrotate does it;
+    copy-and-truncate works too)."""
 
     def __init__(self, path: str) -> None:
         self._path = path
@@ -112,7 +106,13 @@ CONNECT_SECONDS = 5.0
 
 
 class SocketSink:
-    """A stream socket to a local collector (unix path, or TCP host and port)."""
+    """A stream socket to a local collector (unix path, or TCP host and port).
+
+    It reconnects on the next try after a failure (a refused connection, a reset, a
+    collector that closed its end, uvloop's "transport closed") and first sends again what
+    it wrote in the last RESEND_SECONDS (at most RESEND_BYTES): a line reaches a restarted
+    collector at least once, possibly twice (deduplicate on the whole line). Lines are only
+    ever sent whole, so a new connection never starts mid-line."""
 
     def __init__(self, cfg: Audit, clock: Callable[[], float] = time.monotonic) -> None:
         self._cfg = cfg

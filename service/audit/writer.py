@@ -1,22 +1,12 @@
 """The audit writer: a bounded queue of lines and the one task that writes them to the sink.
 
-`record` hands a line to a sink that writes without waiting (stdout, a file) at once when
-nothing is queued or being written before it: a tool call's line then costs one write, not
-a hop through the writer task. Under a flood of refusals (a line already written at this
-instant of the loop's clock) a refusal's line joins a batch written once the loop's turn
-ends: one write for the turn's refusals instead of one each. Otherwise (a socket sink, a
-backlog, a failed write) it puts the line in the queue. When the queue is full the request
-waits for room (the call is held, the line is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS;
-past that it raises AuditUnavailable and the request is refused 503. Refusals' lines (an
-answer that carries no data: 401, 403, 429 …) may hold at most half the queue: past that
-they wait for room in their half, so a flood of unauthenticated calls cannot fill the queue
-and make real calls wait, then 503. The writer task writes
-every line it can take at once as one batch; a batch the sink refuses is kept and tried
-again (backing off up to a second), so a line is lost neither under load nor while the sink
-is down. At shutdown the queue is drained before the sink is closed.
-
-Metrics (in the app's registry): lines written, queue depth, waits for room, refusals,
-sink errors.
+`record` writes a line at once through a sink that never waits when nothing is ahead of it,
+gathers refusals' lines of one loop turn into one write, and otherwise queues the line; a
+full queue holds the request at most ELOVA_AUDIT_WAIT_SECONDS, then AuditUnavailable (503).
+The writer task writes what it can take as one batch and keeps a refused batch for the next
+try; at shutdown the queue is drained before the sink is closed. `AuditMetrics` are its
+metrics in the app's registry. Why back-pressure, at least once, and half the queue for
+refusals: docs/decisions/audit-trail.md.
 """
 
 from __future__ import annotations
@@ -62,6 +52,17 @@ class AuditMetrics:
 
 
 class AuditWriter:
+    """`record` hands a line to a sink that writes without waiting (stdout, a file) at once
+    when nothing is queued or being written before it: a tool call's line then costs one
+    write, not a hop through the writer task. Under a flood of refusals (a line already
+    written at this instant of the loop's clock) a refusal's line joins a batch written once
+    the loop's turn ends. Otherwise (a socket sink, a backlog, a failed write) the line is
+    queued. When the queue is full the request waits for room (the call is held, the line
+    is not dropped) at most ELOVA_AUDIT_WAIT_SECONDS; past that it raises AuditUnavailable
+    and the request is refused 503. Refusals' lines (an answer that carries no data: 401,
+    403, 429 …) may hold at most half the queue: past that they wait for room in their
+    half. A batch the sink refuses is kept and tried again, backing off up to a second."""
+
     def __init__(
         self,
         cfg: Audit,
