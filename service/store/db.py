@@ -2,24 +2,12 @@
 closed by a cleanup context; how every connection is opened, direct or through a
 transaction-mode pooler (docs/decisions/engines.md).
 
-Direct (`ELOVA_DATABASE_POOLER=none`): statements are prepared once per connection and the
-session settings (statement timeout, JIT, time zone) are startup parameters.
-
-Through a transaction-mode pooler (`transaction`): the server connection changes between
-transactions, so nothing may outlive one. asyncpg keeps no statement cache (its unnamed
-statement is parsed and bound before the Sync that ends a transaction: the pooler keeps the
-server connection that long), and the settings a pooler refuses at startup are applied with
-SET LOCAL in the same round trip as the BEGIN of every transaction; a statement run outside
-a transaction gets one of its own. The time zone and application name stay startup
-parameters: PgBouncer tracks both and sets them on whichever server connection it hands out.
-
-Failover (docs/operations.md, Database failover): the URLs may name several hosts with
-target_session_attrs, which asyncpg follows on every new connection. Every connection's
-socket gets TCP keepalives and TCP_USER_TIMEOUT (ELOVA_DATABASE_TCP_TIMEOUT_SECONDS), so one
-to a host that vanished without a word is closed by the kernel and the pool replaces it; a
-new one gives up on a host after ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS and tries the next
-(service/store/multi_host.py). A primary's connection that
-is refused a write as read-only (a former primary back as a standby) is closed at once.
+Direct (`ELOVA_DATABASE_POOLER=none`): statements prepared once per connection, the session
+settings (statement timeout, JIT, time zone) as startup parameters. Through a pooler
+(`transaction`): nothing outlives a transaction (`PooledConnection`). Sockets notice a dead
+peer, and a primary's connection refused a write as read-only is closed (`StoreConnection`);
+a multi-host URL is connected host by host (service/store/multi_host.py). Failover as
+on-call sees it: docs/operations.md, Database failover.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Versioned SQL migrations: plain files `NNNN_name.sql`, applied in order, once each.
 
-Safe to run twice or from several replicas at once, and through a transaction-mode pooler:
-an advisory lock taken in each migration's transaction serialises runners, and
-`schema_migrations` records what was applied (with a checksum, so an edited migration is
-refused instead of silently skipped).
-
-Safe to run while the previous release serves (docs/decisions/migrations.md): each migration
-commits on its own, so the locks it takes are held for that migration only; and a migration
-waits at most `LOCK_TIMEOUT_SECONDS` for a table lock before it gives up its place in the lock
-queue (every reader of that table would queue behind it), pauses and tries again. A migration
-whose file says `-- migrate: outside a transaction` (one statement, such as `CREATE INDEX
-CONCURRENTLY IF NOT EXISTS`) runs outside a transaction block, where such statements must
-run, and is refused if it leaves an invalid index behind.
+Safe to run twice, from several replicas at once, through a transaction-mode pooler and
+while the previous release serves: each migration commits on its own under the runner's
+advisory lock, `schema_migrations` records what was applied (with a checksum: an edited
+migration is refused), a table lock is waited for at most `LOCK_TIMEOUT_SECONDS` before a
+pause and a retry, and a file marked `-- migrate: outside a transaction` runs outside a
+transaction block. Why each, and the known limit: docs/decisions/migrations.md, "The
+runner (service/store/migrate.py)".
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Opening a pool's connection on a URL that names several hosts, as libpq does it: each host
-in turn, each with its own connect timeout, until one matches target_session_attrs.
-
-asyncpg follows a multi-host URL itself, but its connect timeout covers all the hosts
-together: a first host that went silent (a dead primary whose address drops packets) uses
-it up, and the promoted standby behind it is never tried. Here every host gets
-ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS, and the host that gave the last good connection is
-tried first, so that after a failover only the first connection pays for the silent host.
-A URL with one host is connected as asyncpg does it.
-
-`prefer-standby` keeps its meaning: a standby if any host is one, else any host.
+in turn, each with its own connect timeout (ELOVA_DATABASE_CONNECT_TIMEOUT_SECONDS), until
+one matches target_session_attrs; the host that gave the last good connection is tried
+first. A URL with one host is connected as asyncpg does it; `prefer-standby` keeps its
+meaning (a standby if any host is one, else any host). Why not asyncpg's own multi-host
+connect: docs/decisions/engines.md, "Failover: multi-host URLs and silent servers".
 """
 
 from __future__ import annotations

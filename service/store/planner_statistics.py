@@ -1,20 +1,9 @@
-"""Planner statistics after a load: which tables a load's transaction wrote, and ANALYZE of
-exactly those once it committed (docs/operations.md, "Loading snapshots while serving").
+"""Planner statistics after a load: which tables a load's transaction wrote
+(`tables_written`, asked of PostgreSQL inside the transaction), and one ANALYZE of exactly
+those once it committed (`analyze`; docs/operations.md, "Loading snapshots while serving").
 
-Nothing may wait for autovacuum: it may be off, and it never analyses a table whose change
-stays under its threshold (an incremental load under 10 % of `executions`). Until the
-tables are analysed, the first-page statements plan from the counts of an empty or much
-smaller table and cost several times what they should.
-
-`tables_written` asks PostgreSQL, inside the load's transaction, which of the database's
-own tables it inserted into, updated or deleted from (pg_stat_xact_user_tables: this
-transaction's counts, temporary tables left out), so the list follows the loader whatever
-record family it learns to write. `analyze` runs one ANALYZE of those tables after the
-commit, outside any transaction block: PostgreSQL then analyses each table in a transaction
-of its own, holding its SHARE UPDATE EXCLUSIVE lock (which no reader or writer of rows
-conflicts with) only while it samples that table. Its cost is bounded by the sample
-(300 × default_statistics_target rows a table), not by the table's size. One bare statement,
-no session state: it works the same through a transaction-mode pooler.
+Why not autovacuum, why after the commit, why the list comes from PostgreSQL and what it
+costs: docs/decisions/loads.md.
 """
 
 from __future__ import annotations

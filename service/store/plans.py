@@ -1,17 +1,11 @@
 """Plans kept by the server through a transaction-mode pooler: a hot statement as a PL/pgSQL
-function (docs/decisions/engines.md).
+function, whose plan the backend keeps whichever client the pooler hands it to.
 
-Through a pooler no statement is named, so PostgreSQL parses and plans every statement
-anew; for the 5 KB first page of get_many_executions that is most of its work. PL/pgSQL
-keeps the plan of a function's `RETURN QUERY` for the backend's life, whichever client the
-pooler hands the backend to, so calling the statement as a function gets the plan reuse a
-named statement gets on a direct connection (same custom-then-generic choice).
-
-`as_function` creates `elova_plan_<hash of the statement>` once (CREATE FUNCTION; another
-process creating it at the same moment is fine) and returns the statement that calls it
-with the same parameters and columns. Where it cannot (no CREATE right, a read-only
-standby, a column list a function cannot return), it returns None and the caller keeps the
-plain statement; a refusal that will not change is remembered for the process.
+`as_function` creates `elova_plan_<hash of the statement>` once and returns the statement
+that calls it with the same parameters and columns; where it cannot (no CREATE right, a
+read-only standby, a column list a function cannot return) it returns None and the caller
+keeps the plain statement. Why, and what was measured: docs/decisions/engines.md,
+"Server-side plans for the hot statement".
 """
 
 from __future__ import annotations
@@ -35,7 +29,9 @@ _LASTING = (
 
 
 async def as_function(conn: asyncpg.Connection, sql: str) -> str | None:
-    """The statement calling `sql` as a server-side function, or None (use `sql` itself)."""
+    """The statement calling `sql` as a server-side function, or None (use `sql` itself).
+    Another process creating the function at the same moment is fine; a refusal that will
+    not change is remembered for the process."""
     if sql in _REFUSED:
         return None
     described = await conn.prepare(sql, name="")

@@ -2,15 +2,10 @@
 
 Two tables hold the same sums per (workspace, instance, slot): `execution_rollups` per
 15-minute slot of chronology time, `execution_rollups_daily` per UTC day; undated
-executions are in the slot '-infinity' of both. Writers keep them exact:
-
-- the snapshot loader upserts executions with `upsert_with_rollups(conn, upsert_sql)`: one
-  statement takes each replaced row's old contribution out and the new one in, so a reload
-  that changes an execution's status, time, cost or instance moves it between slots;
-- bulk writers (COPY straight into `executions`) call `rebuild_rollups(conn, workspace_ids)`
-  afterwards, in the same transaction, to recompute those workspaces from scratch.
-
-Nothing else writes executions. A row's contribution is defined once, in `_MEASURES`.
+executions are in the slot '-infinity' of both. The snapshot loader's upsert moves them by
+its difference (`upsert_with_rollups`); bulk writers that COPY into `executions` call
+`rebuild_rollups` in the same transaction. Nothing else writes executions. A row's
+contribution is defined once, in `_MEASURES`. Why: docs/decisions/scale-queries.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """What get_execution_stats counts, two ways that must agree exactly.
 
 `raw_counts` aggregates the execution rows of the window (the reference: obviously right,
-cost grows with the window). `rollup_counts` reads the rollups of migration 0005 (sums per
-15-minute slot and per UTC day, service/store/rollups.py): a bucket [at, next at) whose
-ends are 15-minute aligned is a set of whole slots, read as whole UTC days from the daily
-table where it can and as slots at its ends; only the partial slot holding asOf is read from
-the rows. Every zone in use today has 15-minute aligned local midnights; a boundary that is
-not aligned (local mean time of old dates) sends the whole call to `raw_counts`.
-
-Costs are summed as exact numeric in the database and combined in Python with a context
-wide enough that no sum is ever rounded.
+cost grows with the window). `rollup_counts` reads the rollups of migration 0005
+(service/store/rollups.py) plus the partial slot holding asOf from the rows; a bucket
+boundary that is not 15-minute aligned sends the whole call to `raw_counts`. Costs are
+exact numeric sums, never rounded. How buckets are split and why:
+docs/decisions/scale-queries.md, "Statistics rollups (0005)".
 """
 
 from __future__ import annotations
