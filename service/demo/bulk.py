@@ -1,23 +1,13 @@
-"""Bulk retained data for scale work: `elova-mcp demo-data` (see docs/decisions/scale.md).
+"""Bulk retained data for scale work: `elova-mcp demo-data`.
 
 `BulkPlan` says how many workspaces, instances, workflows and executions to make, from a
-seed and a `now`. The same plan always gives the same records. Records come out in two
-forms from one generator:
-
-- **rows** for `COPY` into the tables, with every derived column the snapshot loader
-  computes (node inventory, bounded history report, cost state), in the loader's own
-  functions (`clean_nodes`, `bound_inventory`, `bound_history`);
-- **snapshot records** (docs/snapshot-format.md), so tests can load the same data through the loader
-  and compare (tests/demo/test_bulk.py).
-
-Executions are generated in chunks of `CHUNK` by index, each chunk from a random stream of
-its own, so chunks can be produced by several processes in any order with the same result.
-Index order is chronological (the table is written in list order, like a collector
-appending). The shape is realistic rather than uniform: workflow volumes follow a Zipf law
-(a few run constantly, many rarely), volume grows towards `now`, the collector had outages
-(gaps), a few rows are undated (none is dated after its `observedAt`), some belong to workflows that
-were never retained (`workflowId` null), AI workflows carry exact decimal costs whose
-coverage depends on age, and a share of failed and AI executions keep a history report.
+seed and a `now`; the same plan always gives the same records. Records come out in two
+forms from one generator: **rows** for `COPY`, with every derived column computed by the
+loader's own functions (`clean_nodes`, `bound_inventory`, `bound_history`), and **snapshot
+records** (docs/snapshot-format.md), so tests can load the same data through the loader and
+compare (tests/demo/test_bulk.py). Executions are generated in chunks of `CHUNK`, each from
+a random stream of its own. Why chunks, and what "realistic" means with its shares:
+docs/decisions/scale.md, "Bulk data".
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Writing a bulk plan (service/demo/bulk.py) into PostgreSQL, executions through COPY.
 
 Accounts, workspaces and instances go through the snapshot loader's own steps (few rows;
-passwords are hashed there). Sync jobs, workflows and executions are copied straight into
-their tables with the derived columns computed by the loader's functions. Large execution
-sets are copied by several processes at once, each on its own connection, with the
-executions table's keys and indexes dropped for the copy and rebuilt afterwards (one sort a
-index instead of millions of random B-tree inserts). Then the workflow summaries are
-recomputed by the loader's `refresh_workflow_summaries`, the statistics rollups by
-`rebuild_rollups` (service/store/rollups.py), and every table written is analysed
-(service/store/planner_statistics.py). Not a path for a database that serves: the parallel copy
-drops the executions table's indexes (docs/operations.md, "Loading snapshots while
-serving"); `elova-mcp load` is.
+passwords are hashed there); sync jobs, workflows and executions are copied straight into
+their tables, large execution sets by several processes at once with the executions
+table's keys and indexes dropped for the copy. Then the workflow summaries, the statistics
+rollups (`rebuild_rollups`) and the planner statistics (service/store/planner_statistics.py)
+are brought up to date. Not a path for a database that serves (docs/operations.md, "Loading
+snapshots while serving"): `elova-mcp load` is. Why: docs/decisions/scale.md, "Bulk data".
 """
 
 from __future__ import annotations
@@ -183,6 +179,8 @@ SELECT i.indexname, i.indexdef FROM pg_indexes i
 async def _copy_parallel(
     conn: asyncpg.Connection, dsn: str, plan: BulkPlan, jobs: int, log: TextIO, started: float
 ) -> None:
+    # Keys and indexes dropped for the copy and rebuilt afterwards: one sort an index
+    # instead of millions of random B-tree inserts.
     constraints = await conn.fetch(_CONSTRAINTS)
     indexes = await conn.fetch(_INDEXES)
     async with conn.transaction():
