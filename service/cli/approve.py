@@ -6,12 +6,8 @@
     elova-mcp approve --list --account EMAIL
     elova-mcp approve --revoke APPROVAL_ID
 
-Granting prints exactly one JSON object on stdout: approvalId, clientId, accessToken,
-refreshToken, expiresIn. Without --client-id each run makes a client of its own, so each run
-is a new approval. The three forms take only their own flags: a flag of another form
-(`--list --revoke`, `--client-name` with `--client-id`, `--revoke` with `--workspace`, …)
-exits 2 with one line naming both, before anything is read or written. A refusal exits 1
-with one line on stderr and nothing on stdout.
+Granting prints one JSON object on stdout (`ApproveOutput`); flags of two forms exit 2. The
+forms, the output and the exit statuses: docs/decisions/ops.md, "`elova-mcp approve`".
 """
 
 from __future__ import annotations

@@ -2,13 +2,7 @@
 
 Each of them opens one PostgreSQL connection for its run, prints its result on stdout, and
 answers every failure with one line `<command>: <reason>` on stderr, never a traceback
-(exit status 1 unless said otherwise):
-
-    cannot connect             what PostgreSQL refused, and the fix (service/cli/failures.py;
-                               exit 2 for a setting to change, 1 for PostgreSQL down)
-    a refusal the command names  its message, for a person
-    no tables yet              the database has no schema yet; run `elova-mcp migrate`
-    any other database error   database error: <its type> (no SQL, no values)
+(`run_on_database`, `refuse`; docs/decisions/cleanup.md).
 """
 
 from __future__ import annotations
@@ -39,7 +33,15 @@ async def run_on_database(
     refusals: tuple[type[Exception], ...] = (),
 ) -> int:
     """Run `command` on a fresh connection and print the text it returns. A `CommandRefused`, or an
-    exception of a `refusals` type, prints its message as is."""
+    exception of a `refusals` type, prints its message as is. The failures (exit status 1
+    unless said otherwise):
+
+        cannot connect             what PostgreSQL refused, and the fix (service/cli/failures.py;
+                                   exit 2 for a setting to change, 1 for PostgreSQL down)
+        a refusal the command names  its message, for a person
+        no tables yet              the database has no schema yet; run `elova-mcp migrate`
+        any other database error   database error: <its type> (no SQL, no values)
+    """
     refused: tuple[type[Exception], ...] = (CommandRefused, *refusals)
     try:
         conn = await connect_postgresql(dsn)

@@ -2,18 +2,12 @@
 
 Every command runs through `service.__main__`, which hands any exception that escapes a
 command to `explain`. What an operator can fix becomes one line on stderr,
-`elova-mcp <command>: <what is wrong>; <what to do>`, and an exit status; anything else is a
-bug and keeps its traceback.
-
-    2  the configuration must change: a malformed or empty setting, an address that does not
-       resolve or is not this machine's, a database that does not exist, a login or TLS
-       handshake PostgreSQL or Redis refuses
-    1  something outside the configuration is not available now, and the same settings may
-       work later: PostgreSQL refuses or does not answer, the port is taken
-
-The `*_failure` functions turn one dependency's exceptions into a `StartupFailure`; the
-checks that raise them are in `service.cli.preflight`. Nothing here prints a URL: a
-database or Redis URL may hold a password.
+`elova-mcp <command>: <what is wrong>; <what to do>`, and exit status 2 (the configuration
+must change) or 1 (the same settings may work later); anything else is a bug and keeps its
+traceback. The `*_failure` functions turn one dependency's exceptions into a
+`StartupFailure`; the checks that raise them are in `service.cli.preflight`. Nothing here
+prints a URL: it may hold a password. Which failure is which status: docs/decisions/ops.md,
+"Start-up failures (issue 14)"; what on-call sees: docs/operations.md, "When a start fails".
 """
 
 from __future__ import annotations

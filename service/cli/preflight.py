@@ -5,10 +5,9 @@
 - `connect_postgresql`: the first connection of every database command, and a probe
   connection of `serve` before its pool, so a refused login, a missing database or a
   PostgreSQL that is down is named as such.
-- `check_redis`: one PING at start. A refused login or TLS handshake stops the start (no
-  retry fixes it, and running on would put every replica on per-process limits without a
-  word); a Redis that does not answer is only logged, as the service starts and stays ready
-  while Redis is down (docs/limits.md).
+- `check_redis`: one PING at start; a refused login or TLS handshake stops the start, a
+  Redis that does not answer is only logged. Why checks first, and why Redis's login is
+  fatal but its absence is not: docs/decisions/ops.md, "Start-up failures (issue 14)".
 """
 
 from __future__ import annotations
