@@ -1,19 +1,9 @@
-"""The bounded history report of one execution (docs/reading-rules.md).
+"""The bounded history report of one execution (docs/reading-rules.md, The history report).
 
-A snapshot carries the untruncated `history` object of get_execution; the loader
-(service/store/load_executions.py, and the bulk demo writer) bounds it once with
+A snapshot carries the untruncated `history` object of get_execution (`HistoryIn`); the
+loader (service/store/load_executions.py, and the bulk demo writer) bounds it once with
 `bound_history` when it stores the execution, and get_execution returns the stored compact
-JSON as is:
-
-- strings are sanitised (ids: C0 and DEL; free text: NUL) and shortened to the schema's
-  maxLength in code points (error messages 1000);
-- at most 64 pinnedNodeIds, 64 nodes, 128 runs a node, 16 usage rows a run;
-- unavailable or expired history has no nodes;
-- the compact UTF-8 JSON of the whole report is at most 48 KiB: the longest stored-order
-  prefix that fits is kept (nodes, then runs of the last node), never splitting a run;
-- anything cut sets `truncated`, and availability `available` then becomes `partial`.
-
-Missing token counts stay null, never 0.
+JSON as is. Where the input rules are decided: docs/decisions/executions.md, Loading.
 """
 
 from __future__ import annotations
@@ -198,7 +188,17 @@ class _Shaper:
 
 
 def bound_history(history: HistoryIn) -> bytes:
-    """The bounded report as compact UTF-8 JSON (what get_execution embeds)."""
+    """The bounded report as compact UTF-8 JSON (what get_execution embeds):
+
+    - strings are sanitised (ids: C0 and DEL; free text: NUL) and shortened to the schema's
+      maxLength in code points (error messages 1000);
+    - at most 64 pinnedNodeIds, 64 nodes, 128 runs a node, 16 usage rows a run;
+    - unavailable or expired history has no nodes;
+    - the compact UTF-8 JSON of the whole report is at most 48 KiB: the longest stored-order
+      prefix that fits is kept (nodes, then runs of the last node), never splitting a run;
+    - anything cut sets `truncated`, and availability `available` then becomes `partial`.
+
+    Missing token counts stay null, never 0."""
     shaper = _Shaper()
     report: dict[str, Any] = {
         "schemaVersion": 1,
