@@ -1,17 +1,6 @@
-"""Opaque, versioned, authenticated cursors (docs/reading-rules.md).
-
-Wire form: base64url without padding of
-
-    version (1 byte) | key id (4 bytes) | nonce (12 bytes) | AES-256-GCM(payload) + tag
-
-The payload (msgpack) carries the workspace read generation and the keyset position. The
-binding (tool, account, approval and its generation, eligible-set digest, filters, limit) is
-the AEAD's associated data: it is never stored in the cursor, and a cursor presented under any
-other binding fails authentication exactly like a tampered one (VALIDATION_ERROR). A cursor
-whose binding holds but whose read generation differs is MCP_CURSOR_STALE.
-
-Keys derive from the signing key (HKDF), so every replica holding the same signing key shares
-them; previous signing keys keep their cursors readable during a rotation.
+"""Opaque, versioned, authenticated cursors (docs/reading-rules.md, Paging and cursors):
+`CursorCodec` issues and opens them (AES-256-GCM, the binding as associated data), and
+`check_fresh` tells a stale one (MCP_CURSOR_STALE) from a valid one.
 """
 
 from __future__ import annotations
@@ -46,6 +35,20 @@ def derive_cursor_key(signing_key_pem: bytes) -> bytes:
 
 
 class CursorCodec:
+    """Wire form: base64url without padding of
+
+        version (1 byte) | key id (4 bytes) | nonce (12 bytes) | AES-256-GCM(payload) + tag
+
+    The payload (msgpack) carries the workspace read generation and the keyset position. The
+    binding (tool, account, approval and its generation, eligible-set digest, filters,
+    limit) is the AEAD's associated data: it is never stored in the cursor, and a cursor
+    presented under any other binding fails authentication exactly like a tampered one
+    (VALIDATION_ERROR). A cursor whose binding holds but whose read generation differs is
+    MCP_CURSOR_STALE.
+
+    Keys derive from the signing key (HKDF), so every replica holding the same signing key
+    shares them; previous signing keys keep their cursors readable during a rotation."""
+
     def __init__(self, current: bytes, previous: Sequence[bytes] = ()) -> None:
         self._current_id = key_id(current)
         self._current = AESGCM(current)
