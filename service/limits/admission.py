@@ -1,27 +1,12 @@
 """Admission: every request takes its limits before its answer leaves.
 
-`Admission.acquire(request_id, caller)` returns a `Grant` or raises `LimitExceeded`;
-`Admission.release(grant)` frees its concurrency slots (idempotent). The global cap is this
-replica's own (replica_slots.py, no Redis call; with ELOVA_LIMIT_FLEET_CONCURRENCY also
-bounded by the replica's leased block of the fleet, fleet.py). The account, approval and
-daily budgets hold across all replicas: with Redis the whole check-and-take is one Lua
-script (admit.lua, EVALSHA) on Redis time, on the account's own hash slot; without Redis,
-or while the circuit breaker holds Redis open, a per-process limiter with this replica's
-share of each budget answers instead (docs/limits.md).
-
-A request over a concurrency cap (`global`, `account`) waits a short, bounded time for a
-slot before its 429 (ELOVA_LIMIT_SLOT_WAIT_MS, never past its deadline), in arrival order
-within the replica, holding nothing while it waits (replica_slots.py, slot_waits.py).
-
-`begin` and `settle` are `acquire` in two steps: the script call is sent at once and the
-request's work runs while its reply is on the way; the reply decides before the answer
-leaves, and a refusal replaces the answer (docs/decisions/limits.md, Overlapped
-admission). `begin` declines (the caller then uses `acquire`) whenever a refusal or a
-wait is likely.
-
-Beside it: shared_limiter.py makes the Redis calls (script_calls.py packs them, pipeline.py sends
-them), refusals.py makes the 429s, spent_budgets.py remembers the approvals whose rate budget is
-spent and recent_refusals.py who was refused a moment ago.
+`Admission` takes, in order, a slot of this replica's global cap (replica_slots.py,
+fleet.py) and the account, approval and daily budgets every replica shares
+(shared_limiter.py: one Redis script, packed by script_calls.py and sent by pipeline.py; a
+per-process share while Redis is away), waiting briefly for a slot while a concurrency cap
+refuses (slot_waits.py). refusals.py makes the 429s; spent_budgets.py and recent_refusals.py
+remember who was refused. Why each limit lives where it does: docs/decisions/limits.md,
+"Admission that grows with the fleet".
 """
 
 from __future__ import annotations
@@ -69,6 +54,28 @@ class Grant:
 
 
 class Admission:
+    """The limits of every request, taken before its answer leaves.
+
+    `acquire(request_id, caller)` returns a `Grant` or raises `LimitExceeded`;
+    `release(grant)` frees its concurrency slots (idempotent). The global cap is this
+    replica's own (no Redis call; with ELOVA_LIMIT_FLEET_CONCURRENCY also bounded by the
+    replica's leased block of the fleet). The account, approval and daily budgets hold across
+    all replicas: with Redis the whole check-and-take is one Lua script (admit.lua, EVALSHA)
+    on Redis time, on the account's own hash slot; without Redis, or while the circuit
+    breaker holds Redis open, a per-process limiter with this replica's share of each budget
+    answers instead (docs/limits.md).
+
+    A request over a concurrency cap (`global`, `account`) waits a short, bounded time for a
+    slot before its 429 (ELOVA_LIMIT_SLOT_WAIT_MS, at most half its deadline), in arrival
+    order within the replica, holding nothing while it waits.
+
+    `begin` and `settle` are `acquire` in two steps: the script call is sent at once and the
+    request's work runs while its reply is on the way; the reply decides before the answer
+    leaves, and a refusal replaces the answer (docs/decisions/limits.md, "Overlapped
+    admission"). `begin` declines (the caller then uses `acquire`) whenever a refusal or a
+    wait is likely.
+    """
+
     def __init__(
         self,
         limits: Limits,

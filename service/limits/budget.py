@@ -1,14 +1,8 @@
 """An admission decision and the budget it leaves, rendered as RateLimit headers.
 
-Both limiters (shared in Redis, per process) answer with a `Decision`; the headers follow
-the IETF httpapi draft (draft-ietf-httpapi-ratelimit-headers, structured fields):
-
-    RateLimit-Policy: "approval";q=60;w=60, "account_daily";q=1000;w=86400
-    RateLimit: "approval";r=59;t=1, "account_daily";r=999;t=43200
-
-`r` is what is available now; `t` the whole seconds until that number next grows (one more
-token for the per-minute bucket, the daily reset for the daily budget), so on a refusal
-by the rate budget `t` equals `Retry-After`.
+Both limiters (shared in Redis, per process) answer with a `Decision`; `Budget.headers`
+renders what is left after the IETF httpapi draft (draft-ietf-httpapi-ratelimit-headers,
+structured fields; docs/decisions/limits.md, "Answers").
 """
 
 from __future__ import annotations
@@ -56,6 +50,14 @@ class Budget(msgspec.Struct, frozen=True):
         return max(1, math.ceil(deficit / rate - 1e-9))
 
     def headers(self) -> dict[str, str]:
+        """The two headers, for example:
+
+            RateLimit-Policy: "approval";q=60;w=60, "account_daily";q=1000;w=86400
+            RateLimit: "approval";r=59;t=1, "account_daily";r=999;t=43200
+
+        `r` is what is available now; `t` the whole seconds until that number next grows
+        (one more token for the per-minute bucket, the daily reset for the daily budget), so
+        on a refusal by the rate budget `t` equals `Retry-After`."""
         policy = f'"{APPROVAL_POLICY}";q={self.per_minute};w=60'
         state = f'"{APPROVAL_POLICY}";r={self.remaining};t={self.seconds_to_next_token()}'
         if self.daily_cap is not None:

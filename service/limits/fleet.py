@@ -1,20 +1,8 @@
 """The optional fleet-wide cap (ELOVA_LIMIT_FLEET_CONCURRENCY): leased blocks of the fleet's
 concurrency, so the whole fleet never holds more than the cap without a Redis call per
-request on one shared key (docs/decisions/limits.md, "The fleet-wide cap").
-
-Each replica renews a lease every RENEW_SECONDS (fleet.lua, on the fleet's own keys): it
-asks for its own cap, and is granted its fair share of the fleet cap (water-filled over
-the live replicas' asks), never more than the others leave free. The grant bounds the
-replica's slots (`ReplicaSlots.resize`) until the lease ends, LEASE_SECONDS after the
-renewal was sent, unless a later renewal comes first. Redis keeps each replica's record
-for the lease plus the request deadline and its grace, so every request admitted under a
-lease has ended before its record does: a replica that is killed or cut off gives its
-block back then, never earlier. A replica that stops gives it back at once.
-
-A lease that runs out unrenewed leaves the replica no slots (exact: its block may be
-someone else's by then), except in degraded mode (the limiter holds Redis down), where
-the replica falls back to its share of the fleet cap (the cap divided by
-ELOVA_EXPECTED_REPLICAS, at least 1), as the other limits do.
+request on one shared key. `FleetLease` renews this replica's block (fleet.lua) and bounds
+its slots by it; why that keeps the cap exact: docs/decisions/limits.md, "The fleet-wide
+cap".
 """
 
 from __future__ import annotations
@@ -41,6 +29,23 @@ _FAILURES = (RedisError, OSError, TimeoutError)
 
 
 class FleetLease:
+    """This replica's block of the fleet cap, renewed every RENEW_SECONDS.
+
+    A renewal (fleet.lua, on the fleet's own keys) asks for the replica's own cap and is
+    granted its fair share of the fleet cap (water-filled over the live replicas' asks),
+    never more than the others leave free. The grant bounds the replica's slots
+    (`ReplicaSlots.resize`) until the lease ends, LEASE_SECONDS after the renewal was sent,
+    unless a later renewal comes first. Redis keeps each replica's record for the lease plus
+    the request deadline and its grace, so every request admitted under a lease has ended
+    before its record does: a replica that is killed or cut off gives its block back then,
+    never earlier. A replica that stops gives it back at once.
+
+    A lease that runs out unrenewed leaves the replica no slots (exact: its block may be
+    someone else's by then), except in degraded mode (the limiter holds Redis down), where
+    the replica falls back to its share of the fleet cap (the cap divided by
+    ELOVA_EXPECTED_REPLICAS, at least 1), as the other limits do.
+    """
+
     def __init__(
         self,
         pipeline: ScriptPipeline | None,

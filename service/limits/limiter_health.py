@@ -1,18 +1,9 @@
-"""The limiter's own health schedule: a background task of the app that checks the shared
+"""The limiter's own health schedule: background tasks of the app that check the shared
 limiter (`Admission.check`: a real script call on a Redis server) without waiting for a
 request, so an idle replica's degraded metric, logs and /readyz tell the truth within
-seconds of Redis going away or coming back.
-
-Schedule (docs/decisions/limits.md): every HEALTHY_SECONDS while the limiter answers; every
-FAILING_SECONDS after a failure while the breaker is still closed (so an outage opens it in
-a fraction of a second more); while the breaker is open, as soon as its cooldown lets one
-trial through (ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS, default 1 s).
-
-In sentinel mode a second task asks the sentinels every SENTINEL_SECONDS which server is
-the master (`Route.verify`) and moves the limiter's connection when they name another one:
-after a switchover the old master keeps taking writes until the sentinels demote it (about
-10 s later, on their next INFO), so waiting for it to refuse would split the replicas
-between two masters for that long.
+seconds of Redis going away or coming back; in sentinel mode, one more follows the master
+the sentinels name. The schedule's reasons and times: docs/decisions/limits.md, "Redis
+engines (issue 12)", Schedule and Switchover.
 """
 
 from __future__ import annotations
@@ -32,6 +23,10 @@ SENTINEL_SECONDS = 0.5
 
 
 def next_check_in(admission: Admission) -> float:
+    """Seconds to the next check: HEALTHY_SECONDS while the limiter answers;
+    FAILING_SECONDS after a failure while the breaker is still closed (so an outage opens it
+    in a fraction of a second more) and while it is half-open; while it is open, as soon as
+    its cooldown lets one trial through (ELOVA_REDIS_BREAKER_COOLDOWN_SECONDS, default 1 s)."""
     breaker = admission.breaker
     if breaker.state is State.OPEN:
         return max(breaker.seconds_until_trial(), 0.02)
@@ -41,7 +36,7 @@ def next_check_in(admission: Admission) -> float:
 
 
 async def watch(admission: Admission) -> None:
-    """Check the limiter forever on the schedule above (cancel to stop)."""
+    """Check the limiter forever on the schedule of `next_check_in` (cancel to stop)."""
     while True:
         await asyncio.sleep(next_check_in(admission))
         if admission.breaker.allow():
@@ -49,8 +44,12 @@ async def watch(admission: Admission) -> None:
 
 
 async def follow_sentinels(admission: Admission, timeout: float) -> None:
-    """Ask the sentinels for the master forever (cancel to stop); a failed question is the
-    health check's business, not this task's."""
+    """Ask the sentinels every SENTINEL_SECONDS which server is the master (`Route.verify`),
+    forever (cancel to stop), and move the limiter's connection when they name another one:
+    after a switchover the old master keeps taking writes until the sentinels demote it
+    (about 10 s later), so waiting for it to refuse would split the replicas between two
+    masters for that long. A failed question is the health check's business, not this
+    task's."""
     assert admission.pipeline is not None
     route = admission.pipeline.route
     while True:

@@ -1,39 +1,11 @@
 """Automatic pipelining of the admission's script calls (admit.lua, release.lua).
 
-Every request costs two script calls; sent one by one, each is a write and a read on a
-socket, and on a busy replica those system calls cost more than the scripts themselves.
-`ScriptPipeline.call` queues a call and returns its reply; one sender task writes whatever
-is queued in one write on a kept connection to each server (a pipeline without MULTI:
-each script is atomic on its own), and while that batch is on the wire the next calls queue
-up behind it. So:
-
-- at low load a call goes out at once, alone (one batch in flight, nothing to wait for);
-- under load the calls of many requests share one write and one read;
-- batches leave one at a time, so calls reach each server in the order they were made (a
-  request's release is never overtaken by a later admission of the same account).
-
-A failed batch (connection refused or lost, a timeout) fails every call in it with that
-error; the admission treats each exactly as it treated a failed single call (breaker,
-compensating release).
-
-Replies that say the call did not run are followed, bounded in rounds and in time (the
-admission's bound on one call), before the caller sees anything: NOSCRIPT (Redis restarted,
-SCRIPT FLUSH, a node that never ran the script) loads the script on that same connection
-and sends the call again; MOVED (the slot now lives on another master) lets the route
-refresh the slot map and move the kept connection, then sends it again; ASK (the slot is
-being migrated, this key not here) sends ASKING and the call to the importing node;
-TRYAGAIN (a multi-key call during a migration) waits a moment and sends it again. The
-route (redis_routes.py) knows which server serves each call's slot: in a Cluster, a batch is
-split by master, and each master's calls go out on its own connection at the same time.
-
-The admission hands in its calls packed (script_calls.py; `call` packs with hiredis for other
-callers). The connection is the pipeline's own: the route takes it once (from the client's
-pool, or in cluster mode from the node that owns the slot), keeps it between batches and
-gives it back only on close. It is a redis-py connection (connect, AUTH, TLS, Sentinel),
-but a batch is written on its stream and its replies taken from its hiredis reader
-directly, each socket read bounded by the client's timeout: redis-py's per-command calls
-cost a task a write and a timeout context a reply. Each call is bounded as a whole by one
-timer a batch (its oldest call's deadline).
+`ScriptPipeline` queues each call, and one sender task writes whatever is queued as one
+batch on a kept connection to each server the route names (redis_routes.py), then follows
+the replies that say a call did not run (NOSCRIPT, MOVED, ASK, TRYAGAIN). Why it batches,
+and why it reads and writes below redis-py's per-command calls: docs/decisions/limits.md,
+"Shape" (from "Pipelined script calls" to "One kept connection") and "Redis engines
+(issue 12)".
 """
 
 from __future__ import annotations
@@ -107,6 +79,32 @@ def _pack(*words: Any) -> bytes:
 
 
 class ScriptPipeline:
+    """The admission's script calls, written together.
+
+    `call` queues a call (packed here with hiredis; the admission hands in its calls packed
+    by script_calls.py, through `submit`) and returns its reply; one sender task writes
+    whatever is queued in one write on a kept connection to each server (a pipeline without
+    MULTI: each script is atomic on its own), and while that batch is on the wire the next
+    calls queue up behind it. So:
+
+    - at low load a call goes out at once, alone (one batch in flight, nothing to wait for);
+    - under load the calls of many requests share one write and one read;
+    - batches leave one at a time, so calls reach each server in the order they were made (a
+      request's release is never overtaken by a later admission of the same account).
+
+    A failed batch (connection refused or lost, a timeout) fails every call in it with that
+    error; the admission treats each exactly as it treated a failed single call (breaker,
+    compensating release). In a Cluster a batch is split by master, and each master's calls
+    go out on its own connection at the same time.
+
+    The connection is the pipeline's own: the route takes it once (from the client's pool,
+    or in cluster mode from the node that owns the slot), keeps it between batches and gives
+    it back only on close. It is a redis-py connection (connect, AUTH, TLS, Sentinel), but a
+    batch is written on its stream and its replies taken from its hiredis reader directly,
+    each socket read bounded by the client's timeout. Each call is bounded as a whole by one
+    timer a batch (its oldest call's deadline).
+    """
+
     def __init__(
         self,
         redis: aioredis.Redis | RedisCluster,
@@ -241,7 +239,14 @@ class ScriptPipeline:
 
     async def _follow(self, redirected: list[tuple[_Queued, ResponseError]]) -> None:
         """Send redirected calls again (in their order) until each has a real reply, or
-        the rounds or the time run out (then each gets its last reply: an error)."""
+        the rounds or the time run out (then each gets its last reply: an error).
+
+        NOSCRIPT (Redis restarted, SCRIPT FLUSH, a node that never ran the script) loads the
+        script on that same connection and sends the call again; MOVED (the slot now lives
+        on another master) lets the route refresh the slot map and move the kept connection,
+        then sends it again; ASK (the slot is being migrated, this key not here) sends ASKING
+        and the call to the importing node; TRYAGAIN (a multi-key call during a migration)
+        waits a moment and sends it again."""
         loop = asyncio.get_running_loop()
         rounds = 0
         while redirected:

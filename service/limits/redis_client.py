@@ -1,19 +1,12 @@
 """The Redis clients of the admission, one a mode: `redis_ctx` (service/limits/setup.py)
 gives an app one, in `app[REDIS]` (None without Redis settings).
 
-ELOVA_REDIS_MODE picks the client: `standalone` a `redis.asyncio.Redis` on ELOVA_REDIS_URL;
-`cluster` a `RedisCluster` that discovers the cluster from the node ELOVA_REDIS_URL names
-(any node); `sentinel` a `Redis` whose connections ask ELOVA_REDIS_SENTINELS for the
-current master of ELOVA_REDIS_SENTINEL_MASTER each time they connect. In sentinel mode only
-the URL's credentials, database number, scheme (`rediss` = TLS) and query options (such as
-`ssl_ca_certs`) are used; the sentinels are reached with the same TLS settings and with
-ELOVA_REDIS_SENTINEL_PASSWORD when they have a password of their own.
-
-redis-py's defaults suit a cache, not an admission on every request: its retry policy turns
-a refused connection into seconds of stall, and its timeouts are unbounded. Here a call to
-Redis either answers within ELOVA_REDIS_TIMEOUT_MS (default 250 ms) or fails at once, in
-every mode, and the circuit breaker in the admission decides what happens next. Nothing
-connects at start: the service starts and stays ready while Redis is down.
+ELOVA_REDIS_MODE picks the client: `standalone` (`make_client`), `cluster`
+(`make_cluster_client`) or `sentinel` (`SentinelClient`). In every mode a call either
+answers within ELOVA_REDIS_TIMEOUT_MS or fails at once, and the admission's circuit breaker
+decides what happens next; nothing connects at start, so the service starts and stays
+ready while Redis is down. docs/decisions/limits.md, "Redis engines (issue 12)", Clients
+and Sentinel URL, says why each is set up so.
 """
 
 from __future__ import annotations
@@ -40,6 +33,8 @@ _TLS_OPTIONS = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "s
                 "ssl_check_hostname", "ssl_ca_data", "ssl_password", "ssl_min_version")  # fmt: skip
 
 
+# redis-py's defaults suit a cache, not an admission on every request: its retry policy turns
+# a refused connection into seconds of stall, and its timeouts are unbounded.
 def _bounded(timeout: float) -> dict[str, Any]:
     return {
         "socket_timeout": timeout,
@@ -50,8 +45,8 @@ def _bounded(timeout: float) -> dict[str, Any]:
 
 
 def make_client(url: str, *, timeout: float = REDIS_TIMEOUT_SECONDS) -> aioredis.Redis:
-    """A standalone client that never retries and never waits longer than `timeout` for one
-    step."""
+    """A standalone client on ELOVA_REDIS_URL that never retries and never waits longer
+    than `timeout` for one step."""
     client: aioredis.Redis = aioredis.Redis.from_url(
         url, retry_on_error=[], decode_responses=False, **_bounded(timeout)
     )
@@ -59,12 +54,19 @@ def make_client(url: str, *, timeout: float = REDIS_TIMEOUT_SECONDS) -> aioredis
 
 
 def make_cluster_client(url: str, *, timeout: float = REDIS_TIMEOUT_SECONDS) -> RedisCluster:
-    """A cluster client seeded with the one node `url` names; the rest is discovered."""
+    """A cluster client seeded with the one node `url` names (any node of the cluster);
+    the rest is discovered."""
     return RedisCluster.from_url(url, decode_responses=False, **_bounded(timeout))
 
 
 class SentinelClient:
-    """The sentinels and the master they name: `master` is the client the admission uses."""
+    """The sentinels and the master they name: `master` is the client the admission uses.
+
+    Its connections ask ELOVA_REDIS_SENTINELS for the current master of
+    ELOVA_REDIS_SENTINEL_MASTER each time they connect. Only the URL's credentials, database
+    number, scheme (`rediss` = TLS) and query options (such as `ssl_ca_certs`) are used; the
+    sentinels are reached with the same TLS settings and with ELOVA_REDIS_SENTINEL_PASSWORD
+    when they have a password of their own."""
 
     def __init__(
         self,

@@ -1,23 +1,11 @@
 """Where the admission's script calls go: the Redis server that serves each call's slot.
 
-The keys of one admission share its account's hash slot (docs/decisions/limits.md, "One
-slot per account"): the standalone server or the master the sentinels name serves every
-slot; in a Cluster, the master that owns the account's slot. A route hands the pipeline a
-kept connection to each such server (one per master), checked before each batch, and
-follows the server when it says a slot lives elsewhere:
-
-- `StandaloneRoute` (standalone and Sentinel): the connection comes from the client's pool.
-  A Sentinel-managed connection asks the sentinels for the master each time it connects,
-  and turns READONLY (a demoted master) into a lost connection, so after a failover the
-  next batch reaches the new master; a task of the app also asks the sentinels every 0.5 s
-  (`verify`, limiter_health.py) and drops a connection to a master they no longer name (a
-  switchover whose old master is not demoted yet). A MOVED reply here means
-  ELOVA_REDIS_MODE is wrong: it is not followed (logged once) and counts as a failure.
-- `ClusterRoute`: one kept connection per master, taken from the node; a call goes to the
-  master that owns its slot in the cluster client's slot map. MOVED reads the map again and
-  the calls are sent to their owners anew; a lost connection (a node died, a failover)
-  reads the map before the next batch; ASK lends a connection to the importing node for
-  the calls that were redirected.
+The keys of one admission share its account's hash slot: the standalone server or the
+master the sentinels name serves every slot; in a Cluster, the master that owns the
+account's slot. A route (`StandaloneRoute`, `ClusterRoute`) hands the pipeline a kept
+connection to each such server (one per master), checked before each batch, and follows
+the server when it says a slot lives elsewhere. Why: docs/decisions/limits.md, "One slot
+per account", and "Redis engines (issue 12)" for failover, MOVED and ASK.
 """
 
 from __future__ import annotations
@@ -74,6 +62,17 @@ def _clean(conn: AbstractConnection) -> bool:
 
 
 class StandaloneRoute:
+    """Standalone and Sentinel: one server serves every slot, its connection taken from the
+    client's pool.
+
+    A Sentinel-managed connection asks the sentinels for the master each time it connects,
+    and turns READONLY (a demoted master) into a lost connection, so after a failover the
+    next batch reaches the new master; a task of the app also asks the sentinels every 0.5 s
+    (`verify`, limiter_health.py) and drops a connection to a master they no longer name (a
+    switchover whose old master is not demoted yet). A MOVED reply here means
+    ELOVA_REDIS_MODE is wrong: it is not followed (logged once) and counts as a failure.
+    """
+
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
         self._conn: AbstractConnection | None = None
@@ -146,6 +145,14 @@ class StandaloneRoute:
 
 
 class ClusterRoute:
+    """A Cluster: one kept connection per master, taken from the node.
+
+    A call goes to the master that owns its slot in the cluster client's slot map. MOVED
+    reads the map again and the calls are sent to their owners anew; a lost connection (a
+    node died, a failover) reads the map before the next batch; ASK lends a connection to
+    the importing node for the calls that were redirected.
+    """
+
     def __init__(self, client: RedisCluster) -> None:
         self._client = client
         self._conns: dict[str, tuple[ClusterNode, AbstractConnection]] = {}  # by node name

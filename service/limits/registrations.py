@@ -1,14 +1,8 @@
 """The registration limit: how many clients one address may register, shared by replicas.
 
-A token bucket per client address (service/edge/client_address.py; an IPv6 address counts as
-its /64, which one host usually holds whole): `burst` registrations at once, refilled at
-`per_hour` (ELOVA_OAUTH_REGISTER_BURST, ELOVA_OAUTH_REGISTER_PER_HOUR). With Redis the
-bucket lives there (registrations.lua, one key, Redis time), so every replica takes
-from the same one. Without Redis, or while it fails (a circuit breaker like the
-admission's: after 3 failures in a row Redis is left alone for a second), each replica
-keeps buckets of its own with its share of both numbers (divided by
-ELOVA_EXPECTED_REPLICAS, at least 1), so the replicas together stay near the configured
-limit. A refusal says when the next token comes: the 429's `Retry-After`.
+`RegistrationLimit` keeps a token bucket per client address (`address_key`): in Redis when
+it is there (registrations.lua), else per replica with its share. A refusal says when the
+next token comes: the 429's `Retry-After`.
 """
 
 from __future__ import annotations
@@ -43,6 +37,18 @@ def address_key(address: str) -> str:
 
 
 class RegistrationLimit:
+    """A token bucket per client address (service/edge/client_address.py; an IPv6 address
+    counts as its /64, which one host usually holds whole): `burst` registrations at once,
+    refilled at `per_hour` (ELOVA_OAUTH_REGISTER_BURST, ELOVA_OAUTH_REGISTER_PER_HOUR).
+
+    With Redis the bucket lives there (registrations.lua, one key, Redis time), so every
+    replica takes from the same one. Without Redis, or while it fails (a circuit breaker like
+    the admission's: after 3 failures in a row Redis is left alone for a second), each
+    replica keeps buckets of its own with its share of both numbers (divided by
+    ELOVA_EXPECTED_REPLICAS, at least 1), so the replicas together stay near the configured
+    limit.
+    """
+
     def __init__(
         self,
         settings: Registration,

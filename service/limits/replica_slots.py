@@ -1,15 +1,11 @@
 """The global cap: this replica's own concurrency slots, counted in its memory.
 
-`global` measures a replica's capacity, so it is per replica (docs/limits.md): each
-replica admits at most ELOVA_LIMIT_GLOBAL_CONCURRENCY requests at once, and a fleet of N
-replicas N times that, with no Redis call. With a fleet-wide cap (fleet.py) the slots
-this replica may use are also bounded by the block it has leased from the fleet
-(`capacity`), which may shrink and grow while it serves.
-
-A request takes a slot at once when one is free and nobody waits for one (`take`), or
-waits in arrival order (`wait`), up to a time it is given: a freed slot goes to the
-oldest waiter directly, so a newcomer never overtakes a waiter. Past `max_waiters`
-waiting requests a newcomer is not queued at all.
+`global` measures a replica's capacity, so it is per replica (docs/decisions/limits.md,
+"Admission that grows with the fleet"): each replica admits at most
+ELOVA_LIMIT_GLOBAL_CONCURRENCY requests at once, with no Redis call. With a fleet-wide cap
+(fleet.py) the slots this replica may use are also bounded by the block it has leased from
+the fleet (`capacity`), which may shrink and grow while it serves. `ReplicaSlots` hands
+them out at once (`take`) or in arrival order (`wait`).
 """
 
 from __future__ import annotations
@@ -20,6 +16,14 @@ from collections import deque
 
 
 class ReplicaSlots:
+    """This replica's slots: a fleet of N replicas admits N times the cap.
+
+    A request takes a slot at once when one is free and nobody waits for one (`take`), or
+    waits in arrival order (`wait`), up to a time it is given: a freed slot goes to the
+    oldest waiter directly, so a newcomer never overtakes a waiter. Past `max_waiters`
+    waiting requests a newcomer is not queued at all.
+    """
+
     def __init__(self, cap: int, max_waiters: int) -> None:
         self.cap = cap  # ELOVA_LIMIT_GLOBAL_CONCURRENCY
         self.capacity = cap  # what may be held now: the cap, or less under a fleet lease

@@ -1,15 +1,10 @@
 """The admission's script calls, packed once: the EVALSHA bytes of admit.lua and release.lua
 for an (account, approval), with only the request id left to fill in.
 
-Every key of an admission is its account's (one hash tag per account, so a Redis Cluster
-spreads accounts over its masters; docs/decisions/limits.md, "One slot per account"), and
-the slot those keys hash to is known here, for the pipeline to send the call to its owner.
-
-Every request of an approval names the same four keys and, for the admission, the same caps:
-only its request id differs. So the bytes before and after the request id are made once per
-(account, approval) and remembered (up to 4,096 pairs, then made anew), and a call costs
-two concatenations instead of packing thirteen arguments. The replies are integers
-(admit.lua), read into a `Decision` here.
+`ScriptCalls` also names an admission's keys (all its account's: one hash tag per account),
+knows the slot they hash to, for the pipeline to send the call to its owner, and reads
+admit.lua's integer replies into a `Decision`. Why: docs/decisions/limits.md, "Packed once"
+and "One slot per account".
 """
 
 from __future__ import annotations
@@ -55,6 +50,14 @@ class _Packed:
 
 
 class ScriptCalls:
+    """The packed calls of every (account, approval) seen lately.
+
+    Every request of an approval names the same four keys and, for the admission, the same
+    caps: only its request id differs. So the bytes before and after the request id are made
+    once per (account, approval) and remembered (up to 4,096 pairs, then made anew), and a
+    call costs two concatenations instead of packing thirteen arguments.
+    """
+
     def __init__(self, prefix: str, limits: Limits, lease_ms: int, layout: str) -> None:
         self._prefix = prefix
         self._one_slot = layout == ONE_SLOT

@@ -1,19 +1,11 @@
 """The short wait for an account slot: requests over the account cap queue in this replica,
 in arrival order, and the oldest retries its admission when a slot may have freed.
 
-Hosts send an agent's tool calls in parallel and do not retry a 429, while an account's
-slots free within milliseconds; so a request refused `account` waits up to
-ELOVA_LIMIT_SLOT_WAIT_MS (never past its deadline) before the 429 (docs/limits.md). It holds
-nothing while it waits: no lease, no token, no replica slot.
-
-One queue per account, oldest first. Only the oldest waiter of an account (its head)
-retries, so a later request never overtakes an earlier one of the same replica, and a
-newcomer joins behind the waiters instead of trying first. The head retries when this
-replica frees a slot of the account (`freed`: the release is already on its way to Redis,
-ahead of the retry) and otherwise every few milliseconds, backing off to `_LONGEST_POLL`,
-for slots freed by other replicas. At most `max_waiters` requests of the replica and
-`max_per_account` of one account wait; past either bound a request is refused at once, so
-a flood of waiters neither pins the replica nor starves other accounts.
+A request refused `account` waits up to ELOVA_LIMIT_SLOT_WAIT_MS before its 429
+(docs/limits.md), holding nothing while it waits: no lease, no token, no replica slot.
+`SlotWaits` keeps the queues, `SlotWait` one request's place. Why a wait, and why these
+choices: docs/decisions/limits.md, "Admission that grows with the fleet", The wait for a
+slot.
 """
 
 from __future__ import annotations
@@ -63,6 +55,18 @@ class SlotWait:
 
 
 class SlotWaits:
+    """One queue per account, oldest first.
+
+    Only the oldest waiter of an account (its head) retries, so a later request never
+    overtakes an earlier one of the same replica, and a newcomer joins behind the waiters
+    instead of trying first. The head retries when this replica frees a slot of the account
+    (`freed`: the release is already on its way to Redis, ahead of the retry) and otherwise
+    every few milliseconds, backing off to `_LONGEST_POLL`, for slots freed by other
+    replicas. At most `max_waiters` requests of the replica and `max_per_account` of one
+    account wait; past either bound a request is refused at once, so a flood of waiters
+    neither pins the replica nor starves other accounts.
+    """
+
     def __init__(self, max_waiters: int, max_per_account: int) -> None:
         self.max_waiters = max_waiters
         self.max_per_account = max_per_account
