@@ -3,20 +3,9 @@
 Each HTTP request gets a request id (kept from a well-formed incoming `X-Request-Id`, else
 generated), returned in the `X-Request-Id` response header, stored as `request[REQUEST_ID]`
 and bound as the request's (service/observability/logs.py) for every line logged while the
-request runs. Query strings are never logged.
-
-Refusals (401, 403, 429) are what a flood is made of, so their access lines are sampled: at
-most `REFUSAL_LINES_PER_SECOND` a second at INFO per app (one app a process); the rest go
-to DEBUG, and one INFO line a second says how many ("N similar refusals suppressed"). The
-HTTP metrics still count every request.
-
-The access line's `client` is the client's address (service/edge/client_address.py: behind
-a trusted proxy, read from its forwarding header).
-
-The line is built, not scanned: the text a client or a dependency controls (the method,
-the path, the user agent, the OAuth client's id, annotations) is redacted field by field,
-and what the service formats itself (route, status, numbers, the parsed address, ids it
-minted) goes in as it is (`log_redacted`, service/observability/logs.py).
+request runs. `_log_access` writes the line; `RefusalSampler` keeps a flood's refusals to a
+few lines a second (docs/decisions/floods.md, "Refusals that cost almost nothing"), while
+the HTTP metrics still count every request.
 """
 
 from __future__ import annotations
@@ -131,6 +120,16 @@ def _log_access(
     response: web.StreamResponse | None,
     sampler: RefusalSampler,
 ) -> None:
+    """The access line of one request: at ERROR for a 5xx, DEBUG for a probe that
+    succeeded, INFO otherwise (refusals past the sampler's share at DEBUG too).
+
+    Query strings are never logged. The line's `client` is the client's address
+    (service/edge/client_address.py: behind a trusted proxy, read from its forwarding
+    header). The line is built, not scanned: the text a client or a dependency controls (the
+    method, the path, the user agent, the OAuth client's id, annotations) is redacted field
+    by field, and what the service formats itself (route, status, numbers, the parsed
+    address, ids it minted) goes in as it is (`log_redacted`, service/observability/logs.py).
+    """
     if status >= 500:
         level = logging.ERROR
     elif request.path in _PROBES and status < 400:

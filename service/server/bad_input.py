@@ -1,19 +1,11 @@
 """Bad bytes refused on every route, in the route's own error shape.
 
-Checked by the innermost middleware (service/server/error_answers.py: every route and every other
-middleware is in place): a request whose
-query string, cookies, urlencoded or multipart form, or JSON body breaks the rule of
-`service/edge/text_rule.py` is answered 400 before its handler runs, and logged at info:
-
-- /token, /revoke: the OAuth JSON error `invalid_request`; /register: `invalid_client_metadata`;
-- /mcp: JSON-RPC -32600 (its body is checked by the envelope, service/mcp/envelope.py, after
-  the transport's own checks; here only its query string);
-- every other route: the styled error page for a browser, the OAuth JSON error for the rest
-  (as service/server/error_pages.py tells them apart).
-
-As defence in depth, a handler whose PostgreSQL statement was refused for its characters
-(`NOT_TEXT`: NUL, or text the encoding cannot hold) gets the same answer instead of a 500.
-A path no route matches is left to its 404/405.
+Asked by the innermost middleware (service/server/error_answers.py: every route and every
+other middleware is in place): `refused_input` answers 400, before its handler runs, a
+request whose query string, cookies, urlencoded or multipart form, or JSON body breaks the
+rule of `service/edge/text_rule.py`; `refused_text` gives the same answer to a handler whose
+PostgreSQL statement was refused for its characters (`NOT_TEXT`). The rule, the shapes and
+why: docs/decisions/hardening.md, "Bad bytes (issue 21)".
 """
 
 from __future__ import annotations
@@ -88,6 +80,15 @@ def _cookies_are_text(request: web.Request) -> bool:
 
 
 def _refusal(request: web.Request, where: str) -> web.StreamResponse:
+    """The 400, logged at info, in the route's shape:
+
+    - /token, /revoke: the OAuth JSON error `invalid_request`; /register:
+      `invalid_client_metadata`;
+    - /mcp: JSON-RPC -32600 (its body is checked by the envelope, service/mcp/envelope.py,
+      after the transport's own checks; here only its query string);
+    - every other route: the styled error page for a browser, the OAuth JSON error for the
+      rest (as service/server/error_pages.py tells them apart).
+    """
     log.info(
         "refused a request whose %s is not text", where,
         extra={"event": "bad_input", "where": where, "path": request.path},
@@ -119,5 +120,7 @@ async def refused_input(request: web.Request) -> web.StreamResponse | None:
 
 
 def refused_text(request: web.Request) -> web.StreamResponse:
-    """The same 400 for a handler whose statement PostgreSQL refused for its characters."""
+    """The same 400 for a handler whose statement PostgreSQL refused for its characters
+    (`NOT_TEXT`: NUL, or text the encoding cannot hold), as defence in depth, instead of a
+    500."""
     return _refusal(request, "text")

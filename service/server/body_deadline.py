@@ -1,20 +1,11 @@
 """Reading a request's body within the body deadline: the `bounded_reading` middleware.
 
 A body must arrive within `body_timeout_seconds` of its head, or the request gets a 408 and
-the connection is closed. Every body the request bound admits is in before the rest of the
-middlewares run, so nothing that sends a body slowly is counted as a request in flight for
-load shedding (issue 42: chunked bodies were read by the handler, inside the count, and ~22
-stalled uploads shed everyone); nothing reaches the bearer check, a limiter slot or
-PostgreSQL before its head and body are in (docs/decisions/floods.md). A declared body that
-fits the read buffer is awaited where it lies (the handler takes it in one call); a chunked
-or larger one is read here (`request.read()`, bounded by the request bound: past it, 413)
-and the handler gets it from `request.read()`'s copy. A body declared over the bound is
-left to the handler, which refuses it by its Content-Length without reading it.
-
-A client that closes its connection before its body is in is gone, not a failure of ours:
-its request is counted (`abandoned_requests_total`), logged at DEBUG and recorded as 499
-(client closed request), never a 500 with a traceback. The middleware also ends the head
-deadline of the main listener's connection (service/server/connections.py).
+the connection is closed; every body the request bound admits is in before the rest of the
+middlewares run, so nothing that sends a body slowly holds an in-flight count, the bearer
+check, a limiter slot or PostgreSQL. A client gone before its body is in is recorded as 499,
+not a failure. Why: docs/decisions/floods.md, "Slow and idle clients" (body deadline,
+nothing unauthenticated holds capacity, a client gone mid-body).
 """
 
 from __future__ import annotations
@@ -63,7 +54,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def bounded_reading(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """End the head deadline; have the body in, within the body deadline, before the rest."""
+    """End the head deadline; have the body in, within the body deadline, before the rest.
+
+    The head deadline is the main listener's connection's (service/server/connections.py). A
+    declared body that fits the read buffer is awaited where it lies (the handler takes it
+    in one call); a chunked or larger one is read here (`request.read()`, bounded by the
+    request bound: past it, 413) and the handler gets it from `request.read()`'s copy. A
+    body declared over the bound is left to the handler, which refuses it by its
+    Content-Length without reading it. A client that closes its connection before its body
+    is in is counted (`abandoned_requests_total`), logged at DEBUG and recorded as 499
+    (client closed request), never a 500 with a traceback."""
     conn = request.protocol
     if isinstance(conn, Connection):
         conn.request_started()

@@ -1,24 +1,11 @@
 """The main listener's connections: a cap per replica and bounded reads of slow clients.
 
-A slow or idle client must not hold what good calls need (docs/decisions/floods.md):
-
-- at most `max_connections` are open. At the cap a new connection closes the longest-idle
-  keep-alive connection to make room; only when none is idle is it refused with a
-  precomputed 503 (`Retry-After`, `Connection: close`), so idle connections never lock out
-  good ones.
-- a request head must arrive within `header_timeout_seconds` of its first byte, or the
-  connection gets a 408 and is closed (`Connection`, a `web.RequestHandler`).
-- a body must arrive within `body_timeout_seconds` of its head (service/server/body_deadline.py).
-- an idle keep-alive connection is closed after `keepalive_timeout_seconds` (aiohttp's own
-  keep-alive timer, which also runs from the moment a connection opens).
-- refusals are paced (service/server/refusal_pacing.py decides how long an answer waits, by the
-  connection's run, the run of its `PACING_KEY` and, behind a trusted proxy, its client's
-  run). Pacing protects other callers, so it waits only while another connection was
-  served within the last second; the pause holds no slot, pool connection or in-flight
-  count, and a paused connection counts as idle at the cap, so it is the first closed to
-  make room.
-
-`listener_site` makes the site `serve` listens on.
+A slow or idle client must not hold what good calls need: `ConnectionGate` caps the open
+connections (closing the longest-idle one to make room), `Connection` bounds each request
+head and paces refusals (service/server/refusal_pacing.py), and `listener_site` makes the
+site `serve` listens on. The body deadline is service/server/body_deadline.py's; the idle
+keep-alive timer is aiohttp's own. The numbers and why: docs/decisions/floods.md, "Slow and
+idle clients" and "Refusal pacing".
 """
 
 from __future__ import annotations
@@ -56,7 +43,14 @@ HEAD_TIMEOUT_ANSWER = (
 
 
 class ConnectionGate:
-    """The open connections of one listener: the cap, and the idle ones, longest idle first."""
+    """The open connections of one listener: the cap, and the idle ones, longest idle first.
+
+    At most `max_connections` are open. At the cap a new connection closes the longest-idle
+    keep-alive connection to make room; only when none is idle is it refused with a
+    precomputed 503 (`Retry-After`, `Connection: close`), so idle connections never lock out
+    good ones. A connection waiting to answer a refusal counts as idle, so it is the first
+    closed to make room.
+    """
 
     def __init__(
         self,
@@ -144,7 +138,17 @@ class ConnectionGate:
 
 
 class Connection(web.RequestHandler):
-    """aiohttp's HTTP/1 connection, counted by a gate and with a deadline on each head."""
+    """aiohttp's HTTP/1 connection, counted by a gate and with a deadline on each head.
+
+    A request head must arrive within `header_timeout_seconds` of its first byte, or the
+    connection gets a 408 and is closed. An idle keep-alive connection is closed after
+    `keepalive_timeout_seconds` (aiohttp's own keep-alive timer, which also runs from the
+    moment a connection opens). Refusals are paced: refusal_pacing.py decides how long an
+    answer waits, by the connection's run, the run of its `PACING_KEY` and, behind a trusted
+    proxy, its client's run. Pacing protects other callers, so it waits only while another
+    connection was served within the last second; the pause holds no slot, pool connection
+    or in-flight count.
+    """
 
     def __init__(self, manager: web.Server, gate: ConnectionGate, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)

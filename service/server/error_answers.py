@@ -1,18 +1,11 @@
 """The innermost middleware: the answer of a request whose input is not text, whose audit
 line found no room, or whose handler raised an HTTP error or failed unexpectedly.
 
-Each answer is its own module's: service/server/bad_input.py (bytes that are not text, in the
-route's error shape), service/audit (the JSON 503 with Retry-After when the audit queue
-stays full), service/server/error_pages.py (404/405/413, that 503 and a crash: a page
-for a browser, JSON for the rest). They share one layer because every aiohttp middleware
-layer costs each request something whether or not it has anything to do, and a flood's
-refusal pays it on every request (docs/benchmarks.md).
-
-The order, innermost first: bad input, then HTTP errors, then the audit 503 (a page for a
-browser, the OAuth JSON error for the rest, both with Retry-After, and no traceback in the
-log: a sink outage is expected, not a bug), then any other exception (a browser's crash
-page; the rest is left to the request-log middleware's JSON 500). The innermost layer of the
-chain (service/app.py), so every route and every other middleware is in place.
+Each answer is its own module's: service/server/bad_input.py (bytes that are not text, in
+the route's error shape), service/audit (the JSON 503 with Retry-After when the audit queue
+stays full), service/server/error_pages.py (404/405/413, that 503 and a crash: a page for a
+browser, JSON for the rest). Why they share one layer: docs/decisions/scale.md, "Throughput:
+what was kept and what was not" (one middleware layer answers what failed).
 """
 
 from __future__ import annotations
@@ -32,6 +25,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def answer_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The innermost layer of the chain (service/app.py), so every route and every other
+    middleware is in place. The order, innermost first: bad input, then HTTP errors, then
+    the audit 503 (a page for a browser, the OAuth JSON error for the rest, both with
+    Retry-After, and no traceback in the log: a sink outage is expected, not a bug), then
+    any other exception (a browser's crash page; the rest is left to the request-log
+    middleware's JSON 500)."""
     try:
         try:
             refusal = await refused_input(request)

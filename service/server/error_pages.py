@@ -1,14 +1,12 @@
 """What a request the routes do not answer gets: a styled page for a browser, JSON for the rest.
 
-A browser is a request whose Accept header names `text/html` (or XHTML) with a non-zero
-quality; curl's `*/*` and API clients get JSON. The innermost middleware
-(service/server/error_answers.py) asks here about what handlers and aiohttp's router raise: 404
-(no such path), 405 (the path exists, not the method; the Allow header is kept), any other
-HTTP error raised on the way (a form over the body limit: 413),
-and an unexpected exception (500, logged with the request id, which the page shows). Every
-handler of /mcp and of the OAuth JSON endpoints answers its own errors, so what those send
-to API clients is unchanged. A non-browser's unexpected exception is left to the request-log
-middleware (its JSON 500).
+The innermost middleware (service/server/error_answers.py) asks here about what handlers
+and aiohttp's router raise: 404 (no such path), 405 (the path exists, not the method; the
+Allow header is kept), any other HTTP error raised on the way (a form over the body limit:
+413), and an unexpected exception (500, logged with the request id, which the page shows).
+Every handler of /mcp and of the OAuth JSON endpoints answers its own errors, so what those
+send to API clients is unchanged. A non-browser's unexpected exception is left to the
+request-log middleware (its JSON 500).
 """
 
 from __future__ import annotations
@@ -38,6 +36,8 @@ _PAGES = {
 
 
 def wants_html(request: web.Request) -> bool:
+    """A browser: a request whose Accept header names `text/html` (or XHTML) with a
+    non-zero quality; curl's `*/*` and API clients get JSON."""
     for item in request.headers.get("Accept", "").split(","):
         media, _, params = item.partition(";")
         if media.strip().lower() in _HTML_TYPES:

@@ -1,19 +1,11 @@
 """/livez, /readyz, and the drain state (`DrainState`, app[DRAIN]) that fails readiness once
 shutdown begins.
 
-- `/livez` answers from the process alone: a restart cannot fix a database outage, so
-  liveness never looks at dependencies.
-- `/readyz` is 200 while PostgreSQL answers and its schema is at this release's version
-  (issue 42: a replica started beside the migration Job, on a database `migrate` has not
-  finished, answered ready and then 500s): until then 503 with `"schema": "not_migrated"`.
-  A newer schema (a newer release migrated first, during a rolling upgrade) is ready.
-  Once seen migrated, the schema is not read again (it never goes back). Redis down only
-  degrades the limits to per-process ones (docs/limits.md), so it is reported
-  (`"redis": "degraded"` while the shared limiter does not answer a real script call) but
-  never fails readiness.
-- `begin_drain` makes readiness fail from then on and closes kept-alive connections after
-  their response; service/server/listener.py calls it on SIGTERM (or SIGINT), and app
-  shutdown calls it too.
+`livez` answers from the process alone; `readyz` is 200 while PostgreSQL answers and its
+schema is at this release's version, Redis only reported; `begin_drain` makes readiness fail
+from then on and closes kept-alive connections after their response
+(service/server/listener.py calls it on SIGTERM or SIGINT, and app shutdown calls it too).
+Why each looks at what it does: docs/decisions/ops.md (liveness, readiness, drain).
 """
 
 from __future__ import annotations
@@ -47,10 +39,17 @@ class DrainState:
 
 
 async def livez(request: web.Request) -> web.Response:
+    """The process alone: liveness never looks at dependencies."""
     return web.json_response({"status": "ok"})
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """200 while PostgreSQL answers and its schema is at this release's version (or newer:
+    a newer release migrated first, during a rolling upgrade); until then 503 with
+    `"schema": "not_migrated"`. Once seen migrated, the schema is not read again (it never
+    goes back). Redis down only degrades the limits to per-process ones (docs/limits.md),
+    so it is reported (`"redis": "degraded"` while the shared limiter does not answer a real
+    script call) but never fails readiness."""
     app = request.app
     if app[DRAIN].draining:
         return web.json_response({"status": "draining"}, status=503)

@@ -3,13 +3,9 @@
 Past `pace_refusals_after` answers of status 400 or more in a row, each within a second of
 the one before, every further one waits before it is written (10 ms, doubling up to
 `longest_refusal_pause_seconds`); a 503 waits from the first one of a run. `RefusalPacing`
-keeps one run: a connection's. `RefusalRuns` keeps a run by key for the most recently
-refused keys: what the app tagged an answer with (`PACING_KEY`: an approval, a refused
-token), so a client that opens a new connection for each refused request is paced as
-well, and behind a trusted proxy the client's address, which there replaces the
-connection's run. A client looping on a refused request then sends a few a second, not
-thousands. service/server/connections.py applies them when it writes an answer
-(docs/decisions/floods.md).
+keeps a connection's run, `RefusalRuns` the runs by key; service/server/connections.py
+applies them when it writes an answer. The rule and why: docs/decisions/floods.md,
+"Refusal pacing".
 """
 
 from __future__ import annotations
@@ -61,7 +57,12 @@ class RefusalPacing:
 
 class RefusalRuns:
     """The runs of refusals by key (the answers the app tagged with `PACING_KEY`), for the
-    most recently refused keys of this process (bounded)."""
+    most recently refused keys of this process (bounded).
+
+    A key is an approval or a refused token, so a client that opens a new connection for
+    each refused request is paced as well; behind a trusted proxy it is also the client's
+    address, which there replaces the connection's run. A client looping on a refused
+    request then sends a few a second, not thousands."""
 
     MAX_KEYS = 4096
 

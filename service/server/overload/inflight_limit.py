@@ -1,33 +1,11 @@
-"""How many requests this replica lets in flight on the shed routes: a fixed cap, or a limit
-that adapts to the latency it measures (docs/decisions/floods.md, "Adaptive in-flight limit").
+"""How many requests this replica lets in flight on the shed routes: a fixed cap
+(`FixedLimit`), or a limit that adapts to the latency it measures (`GradientLimit`).
 
 Pure: times are passed in (monotonic seconds), nothing here reads a clock or does I/O.
 shedding.py feeds every admitted request's latency (`observe`) and compares the requests
-in flight with `current()`.
-
-The adaptive limit is a gradient controller in the manner of Envoy's adaptive concurrency
-filter, on this replica's own latencies:
-
-- **Baseline**: the latency at low concurrency (at most `min_limit` in flight), a window's
-  `PERCENTILE`. Any window whose requests never exceeded `min_limit` in flight measures it
-  (a replica under light load keeps it fresh); under load, every `BASELINE_INTERVAL` seconds
-  (jittered; the first time after `FIRST_RECHECK`, the first baseline having met cold
-  caches and new connections) the limit is held at `min_limit` until `BASELINE_SAMPLES`
-  requests that started inside that hold have finished. A hold starts only at the end of a
-  window whose requests reached the limit (a window's worth of load that the limit holds
-  back): a replica the limit does not bind is never held, and neither is a burst shorter
-  than a window nor the first calls to a fresh or idle replica. Until the first baseline
-  the limit is `max_limit`, the fixed cap's value, and does not move. A window
-  faster than the baseline lowers it: latency at a higher concurrency is never really
-  lower, so the baseline was measured slow.
-- **Window**: at least `WINDOW_SECONDS` and `WINDOW_SAMPLES` admitted requests; its latency
-  is their `PERCENTILE`.
-- **Update**, at the end of a window: gradient = baseline × (1 + `TOLERANCE`) ÷ window
-  latency, clipped to [`MIN_GRADIENT`, `MAX_GRADIENT`]; new limit = gradient × limit +
-  `HEADROOM`, smoothed (`SMOOTHING`) and kept within [min_limit, max_limit]. A window that
-  never came near the limit (peak in flight under half of it) does not raise it: a limit
-  nobody uses says nothing about the latency at that limit. A window restarts after a
-  pause of `WINDOW_SECONDS` with nothing finishing: an idle spell is not part of it.
+in flight with `current()`. Why a gradient on measured latency, the alternatives weighed,
+the tuning and why the fixed cap is the default: docs/decisions/floods.md, "Adaptive
+in-flight limit (issue 23)".
 """
 
 from __future__ import annotations
@@ -84,9 +62,33 @@ def percentile(values: list[float], share: float) -> float:
 
 @dataclass
 class GradientLimit:
-    """The adaptive limit (module docstring). `baseline` and `latency` are seconds, None
-    until measured; `limit` is the real-valued limit, `current()` its whole part (or
-    `min_limit` while a baseline is being measured)."""
+    """The adaptive limit: a gradient controller in the manner of Envoy's adaptive
+    concurrency filter, on this replica's own latencies. `baseline` and `latency` are
+    seconds, None until measured; `limit` is the real-valued limit, `current()` its whole
+    part (or `min_limit` while a baseline is being measured).
+
+    - **Baseline**: the latency at low concurrency (at most `min_limit` in flight), a
+      window's `PERCENTILE`. Any window whose requests never exceeded `min_limit` in flight
+      measures it (a replica under light load keeps it fresh); under load, every
+      `BASELINE_INTERVAL` seconds (jittered; the first time after `FIRST_RECHECK`, the first
+      baseline having met cold caches and new connections) the limit is held at `min_limit`
+      until `BASELINE_SAMPLES` requests that started inside that hold have finished. A hold
+      starts only at the end of a window whose requests reached the limit (a window's worth
+      of load that the limit holds back): a replica the limit does not bind is never held,
+      and neither is a burst shorter than a window nor the first calls to a fresh or idle
+      replica. Until the first baseline the limit is `max_limit`, the fixed cap's value,
+      and does not move. A window faster than the baseline lowers it: latency at a higher
+      concurrency is never really lower, so the baseline was measured slow.
+    - **Window**: at least `WINDOW_SECONDS` and `WINDOW_SAMPLES` admitted requests; its
+      latency is their `PERCENTILE`.
+    - **Update**, at the end of a window: gradient = baseline × (1 + `TOLERANCE`) ÷ window
+      latency, clipped to [`MIN_GRADIENT`, `MAX_GRADIENT`]; new limit = gradient × limit +
+      `HEADROOM`, smoothed (`SMOOTHING`) and kept within [min_limit, max_limit]. A window
+      that never came near the limit (peak in flight under half of it) does not raise it: a
+      limit nobody uses says nothing about the latency at that limit. A window restarts
+      after a pause of `WINDOW_SECONDS` with nothing finishing: an idle spell is not part
+      of it.
+    """
 
     min_limit: int
     max_limit: int

@@ -1,24 +1,11 @@
 """Load shedding: while this replica is overloaded, new requests are refused at once.
 
-Two signals say "overloaded" (service/server/overload/state.py decides; docs/decisions/floods.md):
-
-- event-loop lag: a probe sleeps `PROBE_SECONDS` and measures how late it wakes. Samples are
-  clipped at twice the threshold and smoothed, so one long pause (a GC, a big answer) does
-  not start shedding but a loop that stays late does (on the second probe late by twice
-  the threshold, a few more when just over it). Shedding stops once the smoothed lag falls
-  under half the threshold: the gap between the two values (hysteresis) keeps it from
-  flapping around one number.
-- requests in flight on the shed routes at the in-flight limit: by default the fixed cap
-  `ELOVA_SHED_MAX_INFLIGHT` (twice the PostgreSQL pool); with `ELOVA_SHED_ADMISSION=adaptive`
-  (opt-in, issue 42) a limit that adapts to the latency of the admitted requests
-  (inflight_limit.py), bounded by that cap. One more request than the replica can serve at
-  once would only wait, and make the admitted ones later.
-
-A shed request gets a 503 with `Retry-After` from precomputed bytes, before the request
-log, the bearer check, Redis or PostgreSQL: it is counted, not logged line by line. Only
-/mcp and the OAuth JSON endpoints are shed: /livez and /readyz never are (and /metrics has
-its own listener), so readiness does not flap with the load; pages for people are not, as
-a bare JSON refusal would help nobody there.
+Two signals say "overloaded" (service/server/overload/state.py decides): event-loop lag,
+measured by a probe (`probe_ctx`), and the requests in flight on the shed routes at the
+in-flight limit (inflight_limit.py), counted by `count_in_flight`. `shed_overload` answers
+a shed request a precomputed 503 before the request log, the bearer check, Redis or
+PostgreSQL. Only /mcp and the OAuth JSON endpoints are shed (`REFUSALS`). The signals, the
+thresholds and what is never shed, and why: docs/decisions/floods.md, "Load shedding".
 """
 
 from __future__ import annotations
@@ -70,9 +57,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def shed_overload(overload: Overload, metrics: Metrics) -> Middleware:
-    """Outermost: refuse a request on a shed route while overloaded. A refusal is counted
-    (`shed_requests_total`) but gets no access line: in a flood, one JSON line a refusal
-    would cost more than the refusal itself. The state is bound here, at setup: each
+    """Outermost: refuse a request on a shed route while overloaded (503, `Retry-After`,
+    precomputed bytes). /livez and /readyz are never shed (and /metrics has its own
+    listener), so readiness does not flap with the load; pages for people are not, as a
+    bare JSON refusal would help nobody there. A refusal is counted (`shed_requests_total`)
+    but gets no access line: in a flood, one JSON line a refusal would cost more than the
+    refusal itself. The state is bound here, at setup: each
     `request.app[…]` on the way of every request is three Python calls."""
 
     @web.middleware
@@ -96,7 +86,11 @@ def count_in_flight(overload: Overload) -> Middleware:
     upload is not counted, docs/decisions/floods.md), and give each one's latency to the
     in-flight limit: from the moment its last bytes came in (the main listener's
     connections know it; other servers' requests from now), so that the wait for the
-    event loop, behind every other connection's work, is part of what the limit sees."""
+    event loop, behind every other connection's work, is part of what the limit sees.
+
+    The limit is by default the fixed cap `ELOVA_SHED_MAX_INFLIGHT` (twice the PostgreSQL
+    pool); with `ELOVA_SHED_ADMISSION=adaptive` (opt-in, issue 42) one that adapts to the
+    latency of the admitted requests, bounded by that cap."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -125,6 +119,12 @@ async def probe_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _probe(overload: Overload, app: web.Application) -> None:
+    """Sleep `PROBE_SECONDS` and measure how late the loop wakes, forever. Samples are
+    clipped at twice the threshold and smoothed, so one long pause (a GC, a big answer)
+    does not start shedding but a loop that stays late does (on the second probe late by
+    twice the threshold, a few more when just over it). Shedding stops once the smoothed
+    lag falls under half the threshold: the gap between the two values (hysteresis) keeps
+    it from flapping around one number."""
     loop = asyncio.get_running_loop()
     metrics = app[METRICS]
     while True:
