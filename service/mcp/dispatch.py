@@ -1,19 +1,9 @@
 """Answering one request whose bearer token the transport verified, in one fixed order
-(docs/decisions/auth.md, Precedence):
-
-1. authorization: the caller is confirmed by reading its approval (401), unless the request
-   is a tools/call of a tool whose own first statement confirms it (`Tool.authorizes`); a
-   known tool's scope is required (403);
-2. the session (2025 revisions): 404 ended or unknown, 400 another revision;
-3. notifications: 202, nothing more;
-4. limits (429), held while the method answers; the admission's Redis call may run while
-   the method does (`Admission.begin`), and then its refusal replaces the method's answer;
-5. the method: unknown (-32601), its params (-32602), then what it answers.
-
-Every failure becomes an answer at one boundary (service/mcp/error_boundary.py), and no answer
-leaves while the caller is still pending: a revoked or expired approval is 401 whatever
-else is wrong with the request. All of it runs within the request's deadline: past it the
-answer is 503 Unavailable, whatever the store is still doing.
+(docs/decisions/auth.md, Precedence): authorization (401, 403), the session (2025
+revisions), notifications (202), limits (429), then the method. `_answer` keeps that order,
+`dispatch` bounds all of it by the request's deadline, and every failure becomes an answer
+at one boundary (service/mcp/error_boundary.py); no answer leaves while the caller is still
+pending.
 """
 
 from __future__ import annotations
@@ -172,6 +162,20 @@ async def _dispatch(call: Call) -> Answer:
 
 
 async def _answer(call: Call) -> Answer:
+    """The answer, in order:
+
+    1. authorization: the caller is confirmed by reading its approval (401), unless the
+       request is a tools/call of a tool whose own first statement confirms it
+       (`Tool.authorizes`); a known tool's scope is required (403);
+    2. the session (2025 revisions): 404 ended or unknown, 400 another revision;
+    3. notifications: 202, nothing more;
+    4. limits (429), held while the method answers; the admission's Redis call may run
+       while the method does (`Admission.begin`), and then its refusal replaces the
+       method's answer;
+    5. the method: unknown (-32601), its params (-32602), then what it answers.
+
+    A revoked or expired approval is 401 whatever else is wrong with the request: a caller
+    still pending here is confirmed by `_dispatch` before any answer leaves."""
     tool = _requested_tool(call)
     if tool is not None:
         call.authorization.require(tool.name, tool.scope)

@@ -7,8 +7,7 @@
     STORE_FAILED         (asyncpg, OSError, timeouts outside a tool) as Unavailable
     anything else        500, JSON-RPC -32603 "Internal error", logged with the request id
 
-Tool errors (a tool's own ToolError, and its reads' foreign failures through
-service.errors.tool_failure) are results, not errors: service/mcp/tools_call.py shapes them.
+Tool errors are results, not errors: service/mcp/tools_call.py shapes them.
 """
 
 from __future__ import annotations
@@ -33,7 +32,9 @@ STORE_UNAVAILABLE = "retry shortly"
 def failure(
     app: web.Application, request_id: str, rpc_id: p.RequestId | None, err: BaseException
 ) -> Answer:
-    """The answer for `err`, raised while answering JSON-RPC request `rpc_id`."""
+    """The answer for `err`, raised while answering JSON-RPC request `rpc_id`. A tool's
+    own ToolError, and its reads' foreign failures (through `tool_failure`,
+    service/store/failures.py), are tool results that tools_call.py shapes instead."""
     if isinstance(err, ProtocolError):
         return protocol_error(rpc_id, err)
     if isinstance(err, AuthError):

@@ -1,22 +1,10 @@
 """Sessions of the 2025 revisions: self-verifying ids, terminations shared in PostgreSQL.
 
-Wire form of a session id: base64url without padding of
-
-    version (1) | key id (4) | revision index (1) | approval id (16) | expiry (4, unix s)
-    | nonce (8) | HMAC-SHA256 of all before, first 16 bytes
-
-Any replica holding the signing key verifies an id without shared memory. An id is bound to
-the approval it was created under (used with another approval's token it is unknown, 404)
-and expires after `SESSION_TTL_SECONDS`. DELETE records the id's digest in
-`mcp_terminated_sessions`, which every replica consults, so a terminated session is 404
-everywhere until it would have expired anyway.
-
-Concurrent requests share those consultations: while one is in flight, every request that
-arrives waits for the NEXT one, which starts after the current one ends and looks up all
-their digests in one statement. Each request is therefore answered by a lookup that began
-after it arrived (a termination committed before a request is seen by it, on any replica),
-and under load a session request costs a share of one round trip instead of one of its own
-(docs/benchmarks.md, The session path).
+`SessionStore` issues and verifies the ids (bound to their approval, expiring after
+`SESSION_TTL_SECONDS`), records a DELETE in `mcp_terminated_sessions`, which every replica
+consults, and answers whether a session was ended by lookups that concurrent requests
+share. The choices: docs/decisions/transport.md, "Sessions"; the cost of the shared
+lookups: docs/benchmarks.md, The session path.
 """
 
 from __future__ import annotations
@@ -64,6 +52,27 @@ class Session:
 
 
 class SessionStore:
+    """Session ids and their terminations.
+
+    Wire form of a session id: base64url without padding of
+
+        version (1) | key id (4) | revision index (1) | approval id (16) | expiry (4, unix s)
+        | nonce (8) | HMAC-SHA256 of all before, first 16 bytes
+
+    Any replica holding the signing key verifies an id without shared memory. An id is bound
+    to the approval it was created under (used with another approval's token it is unknown,
+    404) and expires after `ttl_seconds`. `terminate` records the id's digest in
+    `mcp_terminated_sessions`, which every replica consults, so a terminated session is 404
+    everywhere until it would have expired anyway.
+
+    Concurrent requests share those consultations (`is_terminated`): while one is in
+    flight, every request that arrives waits for the NEXT one, which starts after the
+    current one ends and looks up all their digests in one statement. Each request is
+    therefore answered by a lookup that began after it arrived (a termination committed
+    before a request is seen by it, on any replica), and under load a session request costs
+    a share of one round trip instead of one of its own.
+    """
+
     def __init__(
         self,
         current: bytes,

@@ -1,17 +1,11 @@
 """The MCP SERVER span of one POST /mcp, after the OpenTelemetry semantic conventions for
 MCP (status development; docs/operations.md, Tracing, names the version followed).
 
-Named `{mcp.method.name} {gen_ai.tool.name}` for a call of a catalog tool, else
-`{mcp.method.name}`; a request refused before it was a JSON-RPC request (406, 413, 415, a
-body that is not JSON) is `POST` with the HTTP attributes only. The parent is the context
-in the request's `params._meta` (`traceparent`, `tracestate`, `baggage`) when it has a
-`traceparent`, else the same headers of the HTTP request, both through the configured
-propagators; when both are there and differ, the HTTP one is a link. The span starts when
-the request's handling started (before its body was read) and ends with its answer.
-
-What a span never holds: the bearer token or any header's value, the tool's arguments, an
-approval, account or record id, an error's message (it can quote an argument). The
-session id (2025 revisions) and the JSON-RPC request id are what the conventions ask for.
+`start` names the span and finds its parent (`_parent`); `RequestSpan.finish` ends it with
+the answer. What a span never holds: the bearer token or any header's value, the tool's
+arguments, an approval, account or record id, an error's message (it can quote an
+argument). The session id (2025 revisions) and the JSON-RPC request id are what the
+conventions ask for. Why it is built so: docs/decisions/tracing.md.
 """
 
 from __future__ import annotations
@@ -82,7 +76,12 @@ def start(
     tracer: Any, request: web.Request, incoming: Incoming | None, started: float
 ) -> RequestSpan | None:
     """The request's span when its trace is sampled, else None (nothing more is done for it:
-    no child spans, no ids on its lines)."""
+    no child spans, no ids on its lines).
+
+    Named `{mcp.method.name} {gen_ai.tool.name}` for a call of a catalog tool, else
+    `{mcp.method.name}`; a request refused before it was a JSON-RPC request (406, 413, 415,
+    a body that is not JSON) is `POST` with the HTTP attributes only. The span starts when
+    the request's handling started (before its body was read) and ends with its answer."""
     parent, links = _parent(request, incoming)
     method = None if incoming is None else incoming.method
     tool = None if incoming is None else _tool_name(request, incoming)
@@ -102,6 +101,9 @@ def start(
 
 
 def _parent(request: web.Request, incoming: Incoming | None) -> tuple[Any, list[Link]]:
+    """The context in the request's `params._meta` (`traceparent`, `tracestate`, `baggage`)
+    when it has a `traceparent`, else the same headers of the HTTP request, both through the
+    configured propagators; when both are there and differ, the HTTP one is a link."""
     outer = propagate.extract(request.headers)
     meta = incoming.meta if incoming is not None else None
     if not isinstance(meta, dict) or not isinstance(meta.get("traceparent"), str):
