@@ -1,24 +1,11 @@
 """The address of the client a request comes from.
 
 Every per-address decision (the sign-in throttle, registration limits, the access log's
-client field) asks `client_address`, so there is one answer for a request. The decisions
-that hold or count an address (the sign-in throttle, registration limits, refusal pacing)
-count it by `address_block`: an IPv4 address, or the /64 of an IPv6 one, which one host or
-subscriber usually holds whole, so rotating addresses inside it escapes nothing (issue 42).
-
-With ELOVA_TRUSTED_PROXIES empty (the default) it is the connection's peer address and no
-header is read. When the peer is in those networks, the one header the proxies write
-(ELOVA_TRUSTED_PROXY_HEADER: `X-Forwarded-For` by default, or RFC 7239 `Forwarded`; the
-other is never read) is walked from the right, the entry nearest the service first, past
-every address that is itself a trusted proxy; the first address that is not is the client.
-Several lines of the header are one list, in order. The walk stops, and the client is the
-nearest trusted hop (the proxy that passed it on), at the first entry that is not a plain
-address (garbage, `unknown`, an obfuscated `_identifier`, an IPv6 address unbracketed in
-`Forwarded`, a quoted value holding a comma) and after `MAX_HOPS` entries: nothing to the
-left of such an entry is believed. An entry that every hop trusts ends the walk at the
-left-most address. Addresses come out in canonical form (IPv4-mapped IPv6 as IPv4, IPv6
-compressed, no port), so every spelling of one client is one key. docs/decisions/oauth.md
-has the rules and why.
+client field) asks `client_address`, so there is one answer for a request: the connection's
+peer, or behind a trusted proxy (ELOVA_TRUSTED_PROXIES) the client its one forwarding
+header names (`client_of`). The decisions that hold or count an address count it by
+`address_block`. docs/decisions/oauth.md, "Client addresses behind proxies (issue 21)", has
+the rules and why.
 """
 
 from __future__ import annotations
@@ -80,7 +67,21 @@ def via_trusted_proxy(request: web.BaseRequest, proxies: TrustedProxies) -> bool
 
 
 def client_of(peer: str, lines: Sequence[str], proxies: TrustedProxies) -> str:
-    """The client behind `peer`, given the lines of the header `proxies.header`."""
+    """The client behind `peer`, given the lines of the header `proxies.header`.
+
+    With ELOVA_TRUSTED_PROXIES empty (the default) it is the connection's peer address and
+    no header is read. When the peer is in those networks, the one header the proxies write
+    (ELOVA_TRUSTED_PROXY_HEADER: `X-Forwarded-For` by default, or RFC 7239 `Forwarded`; the
+    other is never read) is walked from the right, the entry nearest the service first,
+    past every address that is itself a trusted proxy; the first address that is not is the
+    client. Several lines of the header are one list, in order. The walk stops, and the
+    client is the nearest trusted hop (the proxy that passed it on), at the first entry that
+    is not a plain address (garbage, `unknown`, an obfuscated `_identifier`, an IPv6 address
+    unbracketed in `Forwarded`, a quoted value holding a comma) and after `MAX_HOPS`
+    entries: nothing to the left of such an entry is believed. An entry that every hop
+    trusts ends the walk at the left-most address. Addresses come out in canonical form
+    (IPv4-mapped IPv6 as IPv4, IPv6 compressed, no port), so every spelling of one client is
+    one key."""
     address, trusted = _peer(proxies, peer)
     if not trusted:
         return address
@@ -179,7 +180,11 @@ def _node(node: str, *, bare_ipv6: bool) -> str | None:
 
 def address_block(address: str) -> str:
     """What a per-address decision counts by: the IPv4 address (an IPv4-mapped IPv6 one
-    too), or the /64 of an IPv6 one; anything that is no address, its first 64 characters."""
+    too), or the /64 of an IPv6 one; anything that is no address, its first 64 characters.
+
+    One host or subscriber usually holds a /64 whole, so rotating addresses inside it
+    escapes nothing (issue 42). The sign-in throttle, registration limits and refusal pacing
+    count by it."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:

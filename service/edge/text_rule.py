@@ -1,15 +1,11 @@
 """Bad bytes are bad input: the rule that what a client sends as text is text.
 
 A query string, a form (its names and values) or a JSON body must be Unicode text without
-NUL (U+0000): PostgreSQL stores no NUL in `text`, and an unpaired surrogate or invalid UTF-8
-is not text at all. These predicates are the one statement of that rule: the middleware of
-`service/server/bad_input.py` applies it to queries, cookies, forms and JSON bodies on every route
-but /mcp, whose envelope checks its own body and whose tools name the argument that holds
-a NUL (docs/decisions/hardening.md, "Bad bytes").
-
-msgspec already refuses invalid UTF-8 and unpaired surrogate escapes (`"\\ud800"`) in JSON,
-so a JSON body that decoded needs only the NUL check, `json_has_nul`, which costs one
-substring search on every body that has no NUL escape.
+NUL (U+0000). These predicates are the one statement of that rule: the middleware of
+`service/server/bad_input.py` applies it to queries, cookies, forms and JSON bodies on every
+route but /mcp, whose envelope checks its own body and whose tools name the argument that
+holds a NUL. Why, and what each route answers: docs/decisions/hardening.md, "Bad bytes
+(issue 21)".
 """
 
 from __future__ import annotations
@@ -55,7 +51,11 @@ def urlencoded_is_text(raw: str | bytes) -> bool:
 
 
 def json_has_nul(body: bytes) -> bool:
-    """Whether a JSON document (one that parsed) has a NUL in a string or a key."""
+    """Whether a JSON document (one that parsed) has a NUL in a string or a key.
+
+    msgspec already refuses invalid UTF-8 and unpaired surrogate escapes (`"\\ud800"`) in
+    JSON, so a JSON body that decoded needs only this check, which costs one substring
+    search on every body that has no NUL escape."""
     return b"\\u0000" in body and _NUL_ESCAPE.search(body) is not None
 
 
