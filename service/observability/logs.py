@@ -1,23 +1,12 @@
 """Structured JSON logs: the formatter, redaction, and the request a line belongs to.
 
-Every line is one JSON object on stdout. Every line logged while a request runs carries its
-request id (`CURRENT_REQUEST_ID`, bound by the access log, service/server/access_log.py)
-and, when the request is traced, its trace and span ids. Nothing secret reaches a line:
-fields named like credentials are replaced, and bearer tokens, JWTs, URL passwords, PEM
-keys, credential query parameters and cookies (Cookie / Set-Cookie values, our cookies by
-name) are masked in every message, field and stack trace (a line the service built from text it
-formats itself and text it redacted, the access line, says so and is not scanned again:
-`log_redacted`). `Redaction`, a filter on the
-handler and on the loggers of aiohttp and asyncio, masks the same in every record before
-any handler (ours, or another's) formats it; a malformed request head, which aiohttp logs
-as an error with a traceback quoting the header line, becomes one info line (a client's
-mistake, not ours).
-
-`annotate` adds fields to the access line of the request being served.
-
-Lines leave through service/observability/stdout.py, which never blocks the event loop: when
-stdout is a pipe that stays full, a log line is dropped and counted
-(`elova_mcp_log_lines_dropped_total`) instead of freezing the process.
+Every line is one JSON object on stdout (`JsonFormatter`, written by `LineHandler` through
+service/observability/stdout.py, which never blocks the event loop), carrying the id of the
+request it was logged in (`CURRENT_REQUEST_ID`, bound by service/server/access_log.py) and,
+when the request is traced, its trace and span ids. Nothing secret reaches a line: `redact`
+and `redact_text` mask fields and text, `Redaction` every record before any handler formats
+it. `annotate` adds fields to the access line of the request being served. What a line holds
+and why: docs/operations.md, Logs.
 """
 
 from __future__ import annotations
@@ -92,7 +81,9 @@ def _may_hold_secret(text: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """Mask every credential-looking part of a string."""
+    """Mask every credential-looking part of a string: bearer tokens, JWTs, URL passwords,
+    PEM keys, credential query parameters and cookies (Cookie / Set-Cookie values, our
+    cookies by name), in a message, a field or a stack trace alike."""
     if not _may_hold_secret(text):
         return text
     for pattern, replacement in _SECRET_TEXT:
@@ -126,7 +117,8 @@ def redact_field_text(text: str) -> str:
 
 
 def redact(key: str, value: Any) -> Any:
-    """A field value fit for a log line: secrets by name masked, strings scrubbed, bounded."""
+    """A field value fit for a log line: secrets by name masked (a field named like a
+    credential is replaced whole), strings scrubbed, bounded."""
     if _names_secret(key):
         return REDACTED
     if isinstance(value, Mapping):
@@ -280,7 +272,12 @@ class JsonFormatter(logging.Formatter):
 class Redaction(logging.Filter):
     """Masks secrets in a record's message and traceback before any handler sees it, and
     turns aiohttp's traceback of a malformed request head (a 4xx it answered itself) into
-    one info line."""
+    one info line (a client's mistake, not ours).
+
+    A filter on our handler and on the loggers of aiohttp and asyncio, so it masks every
+    record before any handler (ours, or another's) formats it. A line the service built
+    from text it formats itself and text it redacted (`log_redacted`, the access line) says
+    so and is not scanned again."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.__dict__.get(_PRE_REDACTED) is not None:
@@ -304,7 +301,8 @@ _HANDLER_NAME = "elova-json"
 
 class LineHandler(logging.Handler):
     """Each record as one line on a LineOutput; a line the full pipe cannot take is dropped
-    and counted there (never a wait: the event loop writes the log)."""
+    and counted there, in `elova_mcp_log_lines_dropped_total` (never a wait: the event loop
+    writes the log)."""
 
     def __init__(self, output: LineOutput) -> None:
         super().__init__()

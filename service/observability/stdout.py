@@ -1,19 +1,11 @@
 """The process's stdout as whole lines, written without ever blocking the event loop.
 
 The log (service/observability/logs.py) and the audit trail's `stdout` sink
-(service/audit/sinks.py) both write through here, so their lines never interleave. When
-stdout is a pipe or a socket (a container runtime, a log shipper) it is made non-blocking:
-a line is written at once when the pipe has room, else kept in a buffer of at most
-BUFFER_BYTES that the event loop writes out as the reader makes room. When the pipe stays
-full (a reader that stopped reading) the buffer fills, and then:
-
-- a log line is dropped and counted (`elova_mcp_log_lines_dropped_total`): a log is worth
-  less than a process that answers `/livez`, `/metrics` and SIGTERM;
-- an audit line is not taken (`offer` is False): the audit writer queues it and the request
-  waits for room, at most ELOVA_AUDIT_WAIT_SECONDS, then is refused 503 (never answered
-  without its line).
-
-Any other stdout (a file, a terminal, a test's capture) is written as before.
+(service/audit/sinks.py) both write through the one `LineOutput` of stdout (`line_output`),
+so their lines never interleave. When the pipe stays full, a log line is dropped and counted
+(`elova_mcp_log_lines_dropped_total`, `register_metrics`) and an audit line is refused, for
+the audit writer to wait. Why: docs/decisions/audit-trail.md, "Issue 42: the sinks on a bad
+day" (stdout never blocks the loop).
 """
 
 from __future__ import annotations
@@ -34,7 +26,21 @@ BUFFER_BYTES = 1024 * 1024
 
 
 class LineOutput:
-    """Whole lines to one stream; `offer` never blocks when the stream is a pipe or socket."""
+    """Whole lines to one stream; `offer` never blocks when the stream is a pipe or socket.
+
+    When the stream is a pipe or a socket (a container runtime, a log shipper) it is made
+    non-blocking: a line is written at once when the pipe has room, else kept in a buffer of
+    at most BUFFER_BYTES that the event loop writes out as the reader makes room. When the
+    pipe stays full (a reader that stopped reading) the buffer fills, and then:
+
+    - a log line is dropped and counted (`drop`): a log is worth less than a process that
+      answers `/livez`, `/metrics` and SIGTERM;
+    - an audit line is not taken (`offer` is False): the audit writer queues it and the
+      request waits for room (`room`), at most ELOVA_AUDIT_WAIT_SECONDS, then is refused
+      503 (never answered without its line).
+
+    Any other stream (a file, a terminal, a test's capture) is written as before.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream

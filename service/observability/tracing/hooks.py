@@ -1,23 +1,13 @@
 """OpenTelemetry traces of `/mcp` requests: off unless the standard OTEL_* variables say
 where to send them (docs/operations.md, Tracing).
 
-This module is the switch and the hooks the request path calls; it imports nothing of
-OpenTelemetry. Only when the configuration asks for traces (service/settings/tracing.py:
-an OTLP endpoint is set and the SDK not disabled) does `setup_tracing` register
-`tracing_ctx`, which imports the SDK (service/observability/tracing/provider.py), builds
-the tracer provider from the environment (the SDK reads its own variables: sampler,
-resource, exporter, batch processor, propagators) and sets `ACTIVE`. Every hook starts
-with `ACTIVE is None`: with tracing off a request pays one module attribute read a hook,
-and neither the tracing SDK, the exporter nor protobuf is imported. (redis-py 7 imports
-opentelemetry.sdk.metrics itself when it is installed, for metrics of its own that stay off
-unless an application enables them.)
+`ACTIVE` is the switch, set by `tracing_ctx` (which imports the SDK: provider.py) when the
+configuration asks for traces; the hooks here import nothing of it, and are called from:
+    service/mcp/transport.py   the MCP SERVER span of each POST (service/mcp/span.py)
+    service/store/db.py        a CLIENT span a statement (`statement_logger`, statements.py)
+    service/limits/shared_limiter.py   a CLIENT span for the admission's EVALSHA (`redis_span`)
 
-    service/mcp/transport.py   the MCP SERVER span of each POST (service/mcp/span.py,
-                               with `ACTIVE.tracer`)
-    service/store/db.py        a CLIENT span a PostgreSQL statement (statements.py)
-    service/limits/shared_limiter.py   a CLIENT span for the admission's EVALSHA (redis_span)
-
-One process serves one app (`elova-mcp serve`), so the active tracer is the process's.
+Why off costs nothing, and why the tracer is the process's: docs/decisions/tracing.md.
 """
 
 from __future__ import annotations
@@ -31,13 +21,17 @@ if TYPE_CHECKING:
 
     from service.observability.tracing.provider import Tracing
 
+# Every hook starts with `ACTIVE is None`: with tracing off a request pays one module
+# attribute read a hook. One process serves one app (`elova-mcp serve`), so the active
+# tracer is the process's.
 ACTIVE: Tracing | None = None
 
 _NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
 
 def setup_tracing(app: web.Application) -> None:
-    """Register the tracer's lifetime when the configuration asks for tracing."""
+    """Register the tracer's lifetime when the configuration asks for tracing
+    (service/settings/tracing.py: an OTLP endpoint is set and the SDK not disabled)."""
     from service.app_keys import CONFIG
 
     if app[CONFIG].tracing:
@@ -50,9 +44,10 @@ FLUSH_SECONDS = 3.0
 
 
 async def tracing_ctx(app: web.Application) -> AsyncIterator[None]:
-    """The tracer provider from the environment; at cleanup, queued spans flushed and the
-    exporter shut down, for FLUSH_SECONDS at most (in a daemon thread: the exporter's last
-    POST is blocking I/O, and a process that exits does not wait for it)."""
+    """The tracer provider from the environment (the SDK reads its own variables: sampler,
+    resource, exporter, batch processor, propagators), as `ACTIVE`; at cleanup, queued spans
+    flushed and the exporter shut down, for FLUSH_SECONDS at most (in a daemon thread: the
+    exporter's last POST is blocking I/O, and a process that exits does not wait for it)."""
     global ACTIVE
     import asyncio
     import threading

@@ -1,16 +1,11 @@
 """The OpenTelemetry SDK, configured by the environment alone: imported only when tracing is
 configured (service/observability/tracing/hooks.py).
 
-The SDK reads its own variables: OTEL_TRACES_SAMPLER(+_ARG) for the sampler (default
-parentbased_always_on), OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES for the resource,
-OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT / _HEADERS / _TIMEOUT / _COMPRESSION for the OTLP/HTTP
-exporter, OTEL_BSP_* for the batch span processor, OTEL_PROPAGATORS for the propagators
-(default W3C Trace Context and Baggage). Nothing here parses them again; the one default
-of ours is the service name, `elova-mcp`, where neither variable names one.
-
-Spans leave through a batch processor (a thread of the SDK's: the request path only queues
-them; a full queue drops spans, never waits), so an exporter that is slow or down costs a
-request nothing but the queueing.
+`start_tracing` builds the process's provider (`Tracing`) from the SDK's own variables;
+nothing here parses them again, and the one default of ours is the service name,
+`elova-mcp`, where no variable names one. Spans leave through a batch processor (a thread
+of the SDK's: the request path only queues them; a full queue drops spans, never waits), so
+an exporter that is slow or down costs a request nothing but the queueing.
 """
 
 from __future__ import annotations
@@ -116,7 +111,13 @@ _LENGTH_VARIABLES = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_V
 def start_tracing() -> Tracing:
     """The provider the environment describes, exporting over OTLP/HTTP in batches; a
     caller's sampled flag honoured only when ELOVA_TRACING_TRUST_INCOMING is true, and every
-    attribute bounded (sampling.py)."""
+    attribute bounded (sampling.py).
+
+    The SDK reads its own variables: OTEL_TRACES_SAMPLER(+_ARG) for the sampler (default
+    parentbased_always_on), OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES for the resource,
+    OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT / _HEADERS / _TIMEOUT / _COMPRESSION for the
+    OTLP/HTTP exporter, OTEL_BSP_* for the batch span processor, OTEL_PROPAGATORS for the
+    propagators (default W3C Trace Context and Baggage)."""
     sampler = CallerBoundSampler(
         sampling._get_from_env_or_default(), trust_incoming=trust_incoming(os.environ)
     )

@@ -1,14 +1,10 @@
 """Who decides whether a request is traced, and how much of a caller's context a span keeps.
 
-A caller's `traceparent` may carry the sampled flag (`-01`) and a trace id of its choosing;
-a ratio sampler that follows either lets anyone on the internet force every request of
-theirs to be recorded (401s included). Unless ELOVA_TRACING_TRUST_INCOMING is true, a
-remote parent's sampled flag is ignored and the configured sampler decides as for a new
-trace, on a random draw, never on the caller's trace id (an unsampled flag is still followed
-by a parent-based sampler: a caller may leave its requests out, not force them in); the
-span stays in the caller's trace. Its
-`tracestate` is kept to at most TRACESTATE_CHARS (W3C's advice: entries over 128 characters
-dropped first, then from the end).
+`CallerBoundSampler` wraps the configured sampler: unless ELOVA_TRACING_TRUST_INCOMING is
+true, a remote parent's sampled flag is ignored and the sampler decides as for a new trace,
+on a random draw, never on the caller's trace id; the span stays in the caller's trace.
+`bounded_trace_state` keeps its `tracestate` to at most TRACESTATE_CHARS. Why:
+docs/decisions/tracing.md, "A caller cannot force a trace".
 """
 
 from __future__ import annotations
@@ -27,7 +23,8 @@ TRACESTATE_ENTRY_CHARS = 128
 
 
 def bounded_trace_state(state: TraceState | None) -> TraceState | None:
-    """`state` with at most TRACESTATE_CHARS of entries (W3C Trace Context, 3.3.1.5)."""
+    """`state` with at most TRACESTATE_CHARS of entries (W3C Trace Context, 3.3.1.5): as W3C
+    advises, entries over TRACESTATE_ENTRY_CHARS are dropped first, then from the end."""
     if state is None or len(state.to_header()) <= TRACESTATE_CHARS:
         return state
     kept: list[tuple[str, str]] = []
@@ -43,7 +40,12 @@ def bounded_trace_state(state: TraceState | None) -> TraceState | None:
 
 class CallerBoundSampler(Sampler):
     """The configured sampler, deciding remote parents' requests itself (unless trusted)
-    and bounding the tracestate every span carries."""
+    and bounding the tracestate every span carries.
+
+    A caller's `traceparent` may carry the sampled flag (`-01`) and a trace id of its
+    choosing; a ratio sampler that follows either lets anyone on the internet force every
+    request of theirs to be recorded (401s included). An unsampled flag is still followed by
+    a parent-based sampler: a caller may leave its requests out, not force them in."""
 
     def __init__(self, inner: Sampler, *, trust_incoming: bool) -> None:
         self._inner = inner
