@@ -1,66 +1,13 @@
-"""Every exception this service raises on purpose, and the wire codes of those /mcp answers.
+"""Every exception this service raises on purpose; each class says what it answers on the wire.
 
-Every class is defined here. The ElovaError tree is
-what /mcp answers (JSON-RPC errors, tool results, the bearer challenge), plus the approval
-refusals that the approval page, the token endpoint and `elova-mcp approve` answer.
+    ElovaError                   what /mcp answers, plus the approval refusals
+    ├── ProtocolError            a JSON-RPC error: ParseError, InvalidRequest, MethodNotFound, …
+    ├── AuthError                401 / 403 with WWW-Authenticate: InsufficientScope, InvalidToken
+    ├── LimitExceeded            429 with Retry-After
+    ├── ToolError                a tool result with isError: ValidationError, NotFound, …
+    └── ApprovalRefused, GrantRefused, ScopeRefused: approvals, the refresh grant
 
-    ElovaError
-    ├── ProtocolError            JSON-RPC error response (code, message, data, HTTP status)
-    │   ├── ParseError           -32700, HTTP 400
-    │   ├── InvalidRequest       -32600, HTTP 400
-    │   │   └── SessionNotFound  -32600, HTTP 404 (2025 revisions: send initialize again)
-    │   ├── MethodNotFound       -32601, HTTP 404 (2026-07-28) / 200 with error (sessions)
-    │   ├── InvalidParams        -32602, HTTP 200 with error (unknown tool, bad params shape)
-    │   ├── HeaderMismatch       -32020, HTTP 400
-    │   ├── UnsupportedProtocolVersion  -32022, HTTP 400
-    │   └── ResponseTooLarge     -32603, HTTP 500: a result over the response bound the
-    │                            tool could not shorten (a bug, logged)
-    ├── AuthError                401 with WWW-Authenticate (missing, invalid or expired token)
-    │   ├── InsufficientScope    403 insufficient_scope
-    │   └── InvalidToken         a token that does not verify (raised by
-    │                            service/auth/tokens.py); `reason` is its metrics label
-    ├── LimitExceeded            429 with Retry-After; JSON-RPC error naming the limit
-    ├── ToolError                a tool result with isError: true, `CODE: message`, _meta
-    │   ├── ValidationError      VALIDATION_ERROR (argument, bound, UUID, zone, cursor)
-    │   ├── NotFound             NOT_FOUND (not granted, or not in that workspace)
-    │   ├── CursorStale          MCP_CURSOR_STALE (fixed text)
-    │   ├── Unavailable          UNAVAILABLE (a dependency is down; retryable)
-    │   │   └── AuditUnavailable an audit line found no room in the queue in time
-    │   │                        (service/audit/writer.py): the request is refused 503
-    │   └── DeadlineExceeded     DEADLINE_EXCEEDED (retryable)
-    ├── ApprovalRefused          an approval that cannot be granted as asked
-    │   │                        (approvals.py, the approval form, `elova-mcp approve`)
-    │   ├── ApprovalLimitReached the account has the most active approvals
-    │   └── FieldRefused         about one choice of the approval form (shown next to it)
-    ├── GrantRefused             a refresh token that buys nothing: OAuth invalid_grant
-    │   └── RefreshReused        a used one again: its approval was revoked (audited)
-    └── ScopeRefused             a refresh asking for more than the approval: invalid_scope
-
-Outside that tree, and never answered on /mcp:
-
-    OAuthError(Exception)        authorization server: RFC 6749 §5.2 JSON error and status
-    └── RegistrationRefused      POST /register: also the reason its metrics count
-    PageRefusal(Exception)       /authorize: shown on a page (client or redirect URI unknown)
-    ClientGone(Exception)        the approval POST: its client was swept meanwhile
-    RedirectRefusal(Exception)   /authorize: sent back to the registered redirect URI
-    FetchRefused(Exception)      a Client ID Metadata Document that cannot be fetched or used
-    PrivateAddress(OSError)      its resolver: the name has a non-public address
-    ConfigError(ValueError)      a setting missing or malformed (raised by service/config.py)
-    StartupFailure(Exception)    a command's one stderr line and exit status (made and
-                                 written by service/cli/failures.py)
-    CommandRefused(Exception)    a database command's refusal, for a person
-    └── AccountRefused           `elova-mcp account`
-    DemoStartFailed(RuntimeError)  `elova-mcp run-demo` could not prepare the database
-    MigrationError(RuntimeError)   a migration whose file changed after it was applied
-    LoadError(ValueError)        a snapshot that cannot be loaded, naming record and field
-    BulkRefused(Exception)       `demo-data`: the plan's records exist, or no schema
-    EmbeddedUnavailable(RuntimeError)  the embedded PostgreSQL of `make run` did not start
-
-The store's foreign exceptions (asyncpg's, timeouts) are mapped onto this tree beside the
-store, in service/store/failures.py. Anything else is a bug: logged, answered -32603
-(HTTP 500). service/mcp/error_boundary.py turns each of these into the bytes on the wire.
-
-Messages never carry stack traces, SQL, secrets or another tenant's data.
+Beside it, never answered on /mcp: OAuth, configuration, command and load errors (below).
 """
 
 from __future__ import annotations
@@ -70,7 +17,12 @@ from typing import Any
 
 
 class ElovaError(Exception):
-    """Base of every error this service answers deliberately; `message` is its text."""
+    """Base of every error this service answers deliberately; `message` is its text.
+
+    The store's foreign exceptions (asyncpg's, timeouts) are mapped onto this tree beside
+    the store, in service/store/failures.py. Anything else is a bug: logged, answered -32603
+    (HTTP 500). service/mcp/error_boundary.py turns each of these into the bytes on the
+    wire. Messages never carry stack traces, SQL, secrets or another tenant's data."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -78,6 +30,9 @@ class ElovaError(Exception):
 
 
 class ProtocolError(ElovaError):
+    """A JSON-RPC error response: `code`, the message, `data` and its HTTP status (200
+    unless the class or the raiser names another)."""
+
     code: int = -32603
     http_status: int = 200
 
@@ -89,47 +44,62 @@ class ProtocolError(ElovaError):
 
 
 class ParseError(ProtocolError):
+    """-32700, HTTP 400."""
+
     code = -32700
     http_status = 400
 
 
 class InvalidRequest(ProtocolError):
+    """-32600, HTTP 400."""
+
     code = -32600
     http_status = 400
 
 
 class SessionNotFound(InvalidRequest):
-    """A 2025-revision session that is unknown, forged, expired or ended."""
+    """A 2025-revision session that is unknown, forged, expired or ended: -32600, HTTP 404
+    (the client sends initialize again)."""
 
     http_status = 404
 
 
 class MethodNotFound(ProtocolError):
+    """-32601: HTTP 404 on 2026-07-28, HTTP 200 with the error in sessions."""
+
     code = -32601
 
 
 class InvalidParams(ProtocolError):
+    """-32602, HTTP 200 with the error: an unknown tool, a bad params shape."""
+
     code = -32602
 
 
 class ResponseTooLarge(ProtocolError):
-    """A result over the response bound that the tool could not shorten (a bug: logged)."""
+    """A result over the response bound that the tool could not shorten (a bug: logged):
+    -32603, HTTP 500."""
 
     http_status = 500
 
 
 class HeaderMismatch(ProtocolError):
+    """-32020, HTTP 400."""
+
     code = -32020
     http_status = 400
 
 
 class UnsupportedProtocolVersion(ProtocolError):
+    """-32022, HTTP 400."""
+
     code = -32022
     http_status = 400
 
 
 class AuthError(ElovaError):
-    """401: the bearer token is missing, malformed, expired or no longer backed by an approval."""
+    """401 with WWW-Authenticate: the bearer token is missing, malformed, expired or no
+    longer backed by an approval."""
 
     status = 401
     error = "invalid_token"
@@ -142,6 +112,8 @@ class AuthError(ElovaError):
 
 
 class InsufficientScope(AuthError):
+    """403 insufficient_scope."""
+
     status = 403
     error = "insufficient_scope"
 
@@ -151,7 +123,8 @@ class InsufficientScope(AuthError):
 
 
 class InvalidToken(AuthError):
-    """A bearer token that does not verify; `reason` is the metrics label of the failure."""
+    """A bearer token that does not verify (raised by service/auth/tokens.py); `reason` is
+    the metrics label of the failure."""
 
     def __init__(self, description: str, *, reason: str, error: str | None = None) -> None:
         super().__init__(description, error=error)
@@ -159,7 +132,8 @@ class InvalidToken(AuthError):
 
 
 class LimitExceeded(ElovaError):
-    """429: over a concurrency cap or a rate budget. `limit` names which one."""
+    """429 with Retry-After: over a concurrency cap or a rate budget. `limit` names which
+    one, in the JSON-RPC error too."""
 
     def __init__(
         self,
@@ -176,7 +150,8 @@ class LimitExceeded(ElovaError):
 
 
 class ToolError(ElovaError):
-    """A tool that cannot answer: `CODE: message` text plus machine-readable _meta."""
+    """A tool that cannot answer: a tool result with isError: true, `CODE: message` text
+    plus machine-readable _meta."""
 
     code: str = "INTERNAL"
     retryable: bool = False
@@ -210,10 +185,14 @@ class ToolError(ElovaError):
 
 
 class ValidationError(ToolError):
+    """VALIDATION_ERROR: an argument, a bound, a UUID, a zone or a cursor."""
+
     code = "VALIDATION_ERROR"
 
 
 class NotFound(ToolError):
+    """NOT_FOUND: not granted, or not in that workspace."""
+
     code = "NOT_FOUND"
 
 
@@ -221,6 +200,8 @@ STALE_CURSOR_MESSAGE = "Read settings changed. Restart without a cursor."
 
 
 class CursorStale(ToolError):
+    """MCP_CURSOR_STALE, with a fixed text."""
+
     code = "MCP_CURSOR_STALE"
 
     def __init__(self) -> None:
@@ -230,6 +211,8 @@ class CursorStale(ToolError):
 
 
 class Unavailable(ToolError):
+    """UNAVAILABLE: a dependency is down (retryable)."""
+
     code = "UNAVAILABLE"
     retryable = True
 
@@ -241,13 +224,16 @@ class Unavailable(ToolError):
 
 class AuditUnavailable(Unavailable):
     """The audit queue stayed full past ELOVA_AUDIT_WAIT_SECONDS (the sink is down or too
-    slow): the request that needed a line is answered 503, never without its line."""
+    slow; service/audit/writer.py): the request that needed a line is answered 503, never
+    without its line."""
 
     def __init__(self) -> None:
         super().__init__("the audit trail is not keeping up; retry shortly", retry_after_seconds=1)
 
 
 class DeadlineExceeded(ToolError):
+    """DEADLINE_EXCEEDED (retryable)."""
+
     code = "DEADLINE_EXCEEDED"
     retryable = True
 
@@ -256,7 +242,8 @@ class DeadlineExceeded(ToolError):
 
 
 class ApprovalRefused(ElovaError):
-    """An approval that cannot be granted as asked; the message says why, for a person."""
+    """An approval that cannot be granted as asked (approvals.py, the approval form,
+    `elova-mcp approve`); the message says why, for a person."""
 
 
 class ApprovalLimitReached(ApprovalRefused):
@@ -278,7 +265,8 @@ class GrantRefused(ElovaError):
 
 
 class RefreshReused(GrantRefused):
-    """A used refresh token presented again: its approval (the token family) was revoked."""
+    """A used refresh token presented again: its approval (the token family) was revoked
+    (audited)."""
 
     def __init__(self, message: str, approval_id: Any) -> None:
         super().__init__(message)
@@ -295,7 +283,8 @@ class ScopeRefused(ElovaError):
 
 
 class OAuthError(Exception):
-    """An OAuth error answered as JSON: `error`, `error_description`, HTTP status."""
+    """An OAuth error answered as JSON (RFC 6749 §5.2): `error`, `error_description`, HTTP
+    status."""
 
     def __init__(self, error: str, description: str, *, status: int = 400) -> None:
         super().__init__(description)
@@ -306,7 +295,8 @@ class OAuthError(Exception):
 
 
 class RegistrationRefused(OAuthError):
-    """A refused registration; `reason` is its metrics label (rate, size, host, …)."""
+    """A refused registration (POST /register); `reason` is its metrics label (rate, size,
+    host, …)."""
 
     def __init__(self, reason: str, error: str, description: str, *, status: int = 400) -> None:
         super().__init__(error, description, status=status)
@@ -319,7 +309,8 @@ class ClientGone(Exception):
 
 
 class PageRefusal(Exception):
-    """Shown to the person: the client or redirect URI cannot be trusted with an answer."""
+    """/authorize, shown to the person on a page: the client or redirect URI is unknown, so
+    it cannot be trusted with an answer."""
 
     def __init__(self, title: str, message: str) -> None:
         super().__init__(message)
@@ -328,7 +319,7 @@ class PageRefusal(Exception):
 
 
 class RedirectRefusal(Exception):
-    """Sent back to the (registered) redirect URI as an OAuth error
+    """/authorize: sent back to the (registered) redirect URI as an OAuth error
     (`service.auth.oauth.authorization_requests.refusal_location` builds the URL)."""
 
     def __init__(self, redirect_uri: str, state: str | None, error: str, description: str) -> None:
@@ -359,12 +350,14 @@ class PrivateAddress(OSError):
 
 
 class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
+    """A setting is missing or malformed (raised by service/config.py); the message names
+    the variable."""
 
 
 @dataclass
 class StartupFailure(Exception):
-    """A start that cannot go on; `message` is the whole line after the command name."""
+    """A start that cannot go on; `message` is the whole line after the command name,
+    `status` the exit status (made and written by service/cli/failures.py)."""
 
     message: str
     status: int
@@ -410,8 +403,10 @@ class LoadError(ValueError):
 
 
 class BulkRefused(Exception):
-    """The bulk plan cannot be written (its records already exist, or no schema)."""
+    """`elova-mcp demo-data`: the bulk plan cannot be written (its records already exist,
+    or no schema)."""
 
 
 class EmbeddedUnavailable(RuntimeError):
-    """The embedded PostgreSQL could not be started; the message says what to do."""
+    """The embedded PostgreSQL (`make run`) could not be started; the message says what to
+    do."""
