@@ -112,7 +112,7 @@ async def test_primary_lost_and_standby_promoted_behind_a_multi_host_url(
         f"{promoted_at - promote_started:.1f} s); first success {back} s after the "
         f"promotion; slowest answer {max(s.seconds for s in load.seen):.2f} s"
     )
-    print(report)  # the measured numbers (docs/operations.md)
+    print(report)  # the measured numbers (docs/testing.md)
     before = [s for s in load.seen if s.at + s.seconds < lost_at]
     assert before and {s.code for s in before} == {"ok"}, report
     assert not [s for s in load.seen if s.wrong], "a success held another approval's records"

@@ -2,7 +2,7 @@
 Debian's `prometheus` and `prometheus-alertmanager` on free loopback ports, loading the
 repository's own rules on a compressed clock, and the questions the tests ask them.
 
-The compressed clock (docs/operations.md, "Alerts on a real Prometheus"): every duration
+The compressed clock (docs/testing.md, "Alerts on a real Prometheus"): every duration
 in the rules (range windows, `for:`) is divided by `TIME_FACTOR`, and scrapes and
 evaluations run every `EVAL_SECONDS`. Ratios, thresholds and burn rates are untouched: the
 rules decide exactly as written, sixty times sooner. Rule and alert names stay the same.
