@@ -22,6 +22,11 @@ from service.settings.variables import (
 ADAPTIVE = "adaptive"
 FIXED = "fixed"
 
+# The PostgreSQL pool's bounds (Config.db_pool_min / db_pool_max), read here because the
+# in-flight limit's default is twice the maximum.
+POOL_MIN = Setting("ELOVA_DB_POOL_MIN", positive_int, 2)
+POOL_MAX = Setting("ELOVA_DB_POOL_MAX", positive_int, 10)
+
 
 def _admission(raw: str) -> str:
     if raw not in (ADAPTIVE, FIXED):
@@ -48,12 +53,6 @@ def _grace(raw: str) -> float:
     if not 0 <= value <= 5:
         raise ValueError("the lease grace is at most 5 seconds (docs/limits.md)")
     return value
-
-
-# The PostgreSQL pool's bounds (Config.db_pool_min / db_pool_max), read here because the
-# in-flight limit's default is twice the maximum.
-POOL_MIN = Setting("ELOVA_DB_POOL_MIN", positive_int, 2)
-POOL_MAX = Setting("ELOVA_DB_POOL_MAX", positive_int, 10)
 
 
 @dataclass(frozen=True)
