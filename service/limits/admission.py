@@ -124,7 +124,6 @@ class Admission:
                 fleet_cap=limits.fleet_concurrency,
                 fallback=max(1, limits.fleet_concurrency // limits.expected_replicas),
                 hold_seconds=lease_seconds,
-                degraded=lambda: self.degraded,
                 metrics=metrics,
             )
 

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -34,16 +33,16 @@ class FleetLease:
     A renewal (fleet.lua, on the fleet's own keys) asks for the replica's own cap and is
     granted its fair share of the fleet cap (water-filled over the live replicas' asks),
     never more than the others leave free. The grant bounds the replica's slots
-    (`ReplicaSlots.resize`) until the lease ends, LEASE_SECONDS after the renewal was sent,
-    unless a later renewal comes first. Redis keeps each replica's record for the lease plus
-    the request deadline and its grace, so every request admitted under a lease has ended
-    before its record does: a replica that is killed or cut off gives its block back then,
-    never earlier. A replica that stops gives it back at once.
+    (`ReplicaSlots.resize`) until the lease ends, LEASE_SECONDS after the renewal was sent
+    (this replica's clock, so never after Redis's record), unless a later renewal comes
+    first. Redis keeps each replica's record for the lease plus the request deadline and
+    its grace, so every request admitted under a lease has ended before its record does: a
+    replica that is killed or cut off gives its block back then, never earlier. A replica
+    that stops gives it back at once.
 
-    A lease that runs out unrenewed leaves the replica no slots (exact: its block may be
-    someone else's by then), except in degraded mode (the limiter holds Redis down), where
-    the replica falls back to its share of the fleet cap (the cap divided by
-    ELOVA_EXPECTED_REPLICAS, at least 1), as the other limits do.
+    A lease that runs out unrenewed leaves the replica no slots, Redis down or not (its
+    block may be someone else's by then): it is not ready (`holds_lease`) until a renewal
+    answers. Only without Redis at all does a replica hold a fixed share, `fallback`.
     """
 
     def __init__(
@@ -55,7 +54,6 @@ class FleetLease:
         fleet_cap: int,
         fallback: int,
         hold_seconds: float,
-        degraded: Callable[[], bool],
         metrics: Metrics,
     ) -> None:
         self._pipeline = pipeline
@@ -68,7 +66,6 @@ class FleetLease:
         self.replica_id = uuid.uuid4().hex
         self.fleet_cap = fleet_cap
         self.fallback = fallback
-        self._degraded = degraded
         self._metrics = metrics
         self._hold_ms = round((LEASE_SECONDS + hold_seconds) * 1000)
         self._valid_until = 0.0  # monotonic time the current lease ends
@@ -100,25 +97,31 @@ class FleetLease:
         if release:
             return True
         self.granted, self.replicas = int(granted), int(replicas)
+        lapsed = not self.holds_lease
         self._valid_until = sent + LEASE_SECONDS
-        self._resize(self.granted)
+        self._resize(self.granted, until=self._valid_until)
+        if lapsed and self.holds_lease:
+            log.info("fleet lease renewed: this replica holds at most %d", self.granted)
         return True
 
+    @property
+    def holds_lease(self) -> bool:
+        """Whether this replica may admit under a lease now (always without Redis)."""
+        return self._pipeline is None or time.monotonic() < self._valid_until
+
     def expire_if_due(self) -> None:
-        """Past the lease's end without a renewal: no slots, or in degraded mode the
-        fallback share (checked before every admission: a monotonic clock read)."""
-        if self._valid_until and time.monotonic() < self._valid_until:
-            return
-        capacity = self.fallback if self._degraded() else 0
-        if self._valid_until or capacity != self._slots.capacity:
+        """Past the lease's end without a renewal: no slots (checked before every admission
+        and after every failed renewal; the slots themselves end with the lease anyway)."""
+        if self._valid_until and not self.holds_lease:
             log.warning(
-                "fleet lease ended without renewal; this replica holds at most %d", capacity
+                "fleet lease ended without renewal (Redis unreachable): this replica admits"
+                " nothing until a renewal answers"
             )
             self._valid_until = 0.0
-            self._resize(capacity)
+            self._resize(0)
 
-    def _resize(self, capacity: int) -> None:
-        self._slots.resize(capacity)
+    def _resize(self, capacity: int, until: float | None = None) -> None:
+        self._slots.resize(capacity, until)
         self._metrics.replica_capacity_changed(self._slots.capacity)
 
     async def run(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 
 
@@ -26,10 +27,19 @@ class ReplicaSlots:
 
     def __init__(self, cap: int, max_waiters: int) -> None:
         self.cap = cap  # ELOVA_LIMIT_GLOBAL_CONCURRENCY
-        self.capacity = cap  # what may be held now: the cap, or less under a fleet lease
+        self._capacity = cap  # what may be held: the cap, or less under a fleet lease
+        self._until: float | None = None  # monotonic time `_capacity` ends (a lease's end)
         self.max_waiters = max_waiters
         self.held = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def capacity(self) -> int:
+        """What may be held now: none past the end of the lease that granted it (judged
+        here, on every take and hand-over, not when someone next notices the lease)."""
+        if self._until is not None and time.monotonic() >= self._until:
+            return 0
+        return self._capacity
 
     @property
     def waiting(self) -> int:
@@ -77,10 +87,12 @@ class ReplicaSlots:
                 return
         self.held -= 1
 
-    def resize(self, capacity: int) -> None:
+    def resize(self, capacity: int, until: float | None = None) -> None:
         """The slots this replica may hold now (a fleet lease changed): never above the
-        cap. Slots already held stay held; newly allowed ones go to waiters first."""
-        self.capacity = max(0, min(self.cap, capacity))
+        cap, and none from monotonic time `until` on (None: no end). Slots already held
+        stay held; newly allowed ones go to waiters first."""
+        self._capacity = max(0, min(self.cap, capacity))
+        self._until = until
         while self._waiters and self.held < self.capacity:
             turn = self._waiters.popleft()
             if not turn.done():

@@ -1,9 +1,10 @@
 """/livez, /readyz, and the drain state (`DrainState`, app[DRAIN]) that fails readiness once
 shutdown begins.
 
-`livez` answers from the process alone; `readyz` is 200 while PostgreSQL answers and its
-schema is at this release's version, Redis only reported; `begin_drain` makes readiness fail
-from then on and closes kept-alive connections after their response
+`livez` answers from the process alone; `readyz` is 200 while PostgreSQL answers, its
+schema is at this release's version and (with a fleet-wide cap) this replica holds a lease
+of it, Redis only reported; `begin_drain` makes readiness fail from then on and closes
+kept-alive connections after their response
 (service/server/listener.py calls it on SIGTERM or SIGINT, and app shutdown calls it too).
 Why each looks at what it does: docs/decisions/ops.md (liveness, readiness, drain).
 """
@@ -49,17 +50,21 @@ async def readyz(request: web.Request) -> web.Response:
     `"schema": "not_migrated"`. Once seen migrated, the schema is not read again (it never
     goes back). Redis down only degrades the limits to per-process ones (docs/limits.md),
     so it is reported (`"redis": "degraded"` while the shared limiter does not answer a real
-    script call) but never fails readiness."""
+    script call) and fails readiness only with a fleet-wide cap, while this replica holds no
+    lease of it (`"fleet": "no_lease"`: it admits no tool call then)."""
     app = request.app
     if app[DRAIN].draining:
         return web.json_response({"status": "draining"}, status=503)
     # Both at once, each bounded: the answer comes within about one check timeout.
     postgresql, redis = await asyncio.gather(_check_postgresql(app), _check_redis(app))
     schema = await _check_schema(app) if postgresql == "ok" else "ok"
-    ready = postgresql == "ok" and schema == "ok"
+    fleet = _check_fleet(app)
+    ready = postgresql == "ok" and schema == "ok" and fleet == "ok"
     body = {"status": "ready" if ready else "not_ready", "postgresql": postgresql, "redis": redis}
     if schema != "ok":
         body["schema"] = schema  # named only when it is what fails readiness
+    if fleet != "ok":
+        body["fleet"] = fleet  # likewise
     return web.json_response(body, status=200 if ready else 503)
 
 
@@ -75,6 +80,14 @@ async def _check_postgresql(app: web.Application) -> str:
         )
     answered = await asyncio.gather(*probes)
     return "ok" if all(answered) else "unavailable"
+
+
+def _check_fleet(app: web.Application) -> str:
+    """ok, or no_lease while a fleet-wide cap is set and this replica holds no lease of it
+    (service/limits/fleet.py)."""
+    admission = app.get(ADMISSION)
+    fleet = None if admission is None else admission.fleet
+    return "ok" if fleet is None or fleet.holds_lease else "no_lease"
 
 
 async def _check_schema(app: web.Application) -> str:

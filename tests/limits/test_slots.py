@@ -4,6 +4,7 @@ slot, alone: arrival order, bounds, time limits, slots handed over and never los
 from __future__ import annotations
 
 import asyncio
+import time
 from uuid import uuid4
 
 import pytest
@@ -78,6 +79,20 @@ async def test_a_smaller_lease_admits_nothing_until_held_slots_fall_below_it() -
     assert slots.take()
     slots.resize(10)
     assert slots.capacity == 4  # never above the replica's own cap
+
+
+async def test_slots_end_with_the_lease_that_granted_them_even_for_waiters() -> None:
+    slots = ReplicaSlots(cap=4, max_waiters=10)
+    slots.resize(2, until=time.monotonic() + 0.2)  # a lease ending in 0.2 s
+    assert slots.take() and slots.take()
+    loop = asyncio.get_running_loop()
+    waiter = asyncio.create_task(slots.wait(loop.time() + 1.0))
+    await asyncio.sleep(0.3)  # the lease ended, and nobody has noticed it yet
+    assert slots.capacity == 0
+    slots.give_back()  # a freed slot is not handed over past the lease's end
+    assert slots.held == 1 and not waiter.done() and not slots.take()
+    slots.resize(2, until=time.monotonic() + 5)  # renewed: the waiter comes first
+    assert await waiter and slots.held == 2
 
 
 async def test_account_waits_go_in_arrival_order_within_their_bounds() -> None:
