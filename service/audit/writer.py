@@ -4,7 +4,8 @@
 gathers refusals' lines of one loop turn into one write, and otherwise queues the line; a
 full queue holds the request at most ELOVA_AUDIT_WAIT_SECONDS, then AuditUnavailable (503).
 The writer task writes what it can take as one batch and keeps a refused batch for the next
-try; at shutdown the queue is drained before the sink is closed. `AuditMetrics` are its
+try; at shutdown the queue is drained before the sink is closed, and what was not written
+(or, by a socket sink, not known read) is reported on stderr. `AuditMetrics` are its
 metrics in the app's registry. Why back-pressure, at least once, and half the queue for
 refusals: docs/decisions/audit-trail.md.
 """
@@ -21,7 +22,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from service.audit.events import AuditEvent, encode_line
 from service.audit.sinks import Sink
 from service.errors import AuditUnavailable
+from service.observability.logs import JsonFormatter
 from service.observability.metrics import updates as metric_updates
+from service.observability.stdout import tell_operator
 from service.settings.audit import Audit
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,7 @@ class AuditWriter:
         self._refusals = asyncio.Semaphore(max(1, cfg.queue_lines // 2))
         self._task: asyncio.Task[None] | None = None
         self._writing = False  # the writer task holds a batch (being written or retried)
+        self._in_hand = 0  # lines of that batch
         self.metrics = AuditMetrics(registry)
         self.metrics.depth.set_function(self._queue.qsize)
         # A sink that writes without waiting (stdout, a file) takes lines from the request.
@@ -172,11 +176,11 @@ class AuditWriter:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH_LINES and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            self._writing = True
+            self._writing, self._in_hand = True, len(batch)
             try:
                 await self._write(b"".join(line for line, _ in batch))
             finally:
-                self._writing = False
+                self._writing, self._in_hand = False, 0
             self.metrics.written.inc(len(batch))
             for _, refusal in batch:
                 if refusal:
@@ -201,16 +205,34 @@ class AuditWriter:
         await self._queue.join()
 
     async def drain(self, seconds: float = DRAIN_SECONDS) -> None:
-        """Write what is queued (within `seconds`), then stop the task and close the sink."""
+        """Write what is queued (within `seconds`), then stop the task and close the sink;
+        report on stderr what is left (`report`)."""
         self._write_gathered()
+        unwritten = 0
         if self._task is not None:
             try:
                 async with asyncio.timeout(seconds):
                     await self._queue.join()
             except TimeoutError:
-                log.error("audit: %d lines not written at shutdown", self._queue.qsize())
+                unwritten = self._queue.qsize() + self._in_hand
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         await self.sink.close()
+        unread = getattr(self.sink, "kept_lines", 0)  # a socket sink's, not known read
+        if unwritten or unread:
+            await asyncio.to_thread(report, unwritten, unread)
+
+
+def report(unwritten: int, unread: int) -> bool:
+    """The shutdown's report of lines left, one JSON line in the log's shape on stderr, not
+    the log: with stdout stuck the log is what could not be written (a bounded wait for a
+    full stderr, then given up). True: written."""
+    message = "audit: %d lines not written at shutdown"
+    args: tuple[int, ...] = (unwritten,)
+    if unread:
+        message += "; %d lines sent to the collector not known read by it"
+        args += (unread,)
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, args, None)
+    return tell_operator((JsonFormatter().format(record) + "\n").encode())

@@ -4,8 +4,9 @@ The log (service/observability/logs.py) and the audit trail's `stdout` sink
 (service/audit/sinks.py) both write through the one `LineOutput` of stdout (`line_output`),
 so their lines never interleave. When the pipe stays full, a log line is dropped and counted
 (`elova_mcp_log_lines_dropped_total`, `register_metrics`) and an audit line is refused, for
-the audit writer to wait. Why: docs/decisions/audit-trail.md, "Issue 42: the sinks on a bad
-day" (stdout never blocks the loop).
+the audit writer to wait. `tell_operator` writes a shutdown report to stderr, waiting a
+bounded time. Why: docs/decisions/audit-trail.md, "Issue 42: the sinks on a bad day" and
+"Issue 54" (our own non-blocking descriptor: fd 1 and a `2>&1` stderr stay blocking).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
+import socket
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -23,14 +27,16 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 BUFFER_BYTES = 1024 * 1024
+REPORT_SECONDS = 5.0  # the longest `tell_operator` waits for a full stderr
 
 
 class LineOutput:
     """Whole lines to one stream; `offer` never blocks when the stream is a pipe or socket.
 
-    When the stream is a pipe or a socket (a container runtime, a log shipper) it is made
-    non-blocking: a line is written at once when the pipe has room, else kept in a buffer of
-    at most BUFFER_BYTES that the event loop writes out as the reader makes room. When the
+    When the stream is a pipe or a socket (a container runtime, a log shipper) it is written
+    without waiting, never by changing its descriptor's flags (`_Unwaiting`): a line is
+    written at once when the pipe has room, else kept in a buffer of at most BUFFER_BYTES
+    that the event loop writes out as the reader makes room. When the
     pipe stays full (a reader that stopped reading) the buffer fills, and then:
 
     - a log line is dropped and counted (`drop`): a log is worth less than a process that
@@ -44,7 +50,9 @@ class LineOutput:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
-        self._fd = _pipe_fd(stream)
+        found = _pipe_fd(stream)
+        self._out = None if found is None else _Unwaiting(found)
+        self._fd = None if self._out is None else self._out.fd
         self._pending = bytearray()  # bytes taken, not yet in the pipe (whole lines' tails)
         self._lock = threading.Lock()  # log lines may come from other threads
         self._loop: asyncio.AbstractEventLoop | None = None  # writing `_pending` out
@@ -52,7 +60,6 @@ class LineOutput:
         self.dropped = 0  # log lines dropped because the pipe stayed full
         if self._fd is not None:
             stream.flush()  # what the stream buffered goes first
-            os.set_blocking(self._fd, False)
 
     @property
     def non_blocking(self) -> bool:
@@ -73,8 +80,9 @@ class LineOutput:
                 if self._loop is None:
                     self._watch()
                 return True
+            assert self._out is not None
             try:
-                written = os.write(self._fd, lines)
+                written = self._out.write(lines)
             except BlockingIOError:
                 written = 0
             if written < len(lines):
@@ -123,10 +131,10 @@ class LineOutput:
         self._loop = None
 
     def _write_pending(self) -> None:
-        assert self._fd is not None
+        assert self._out is not None
         with self._lock:
             try:
-                written = os.write(self._fd, self._pending)
+                written = self._out.write(self._pending)
             except BlockingIOError:
                 return
             except OSError:  # the reader is gone (EPIPE): nothing will take these bytes
@@ -149,6 +157,71 @@ def _pipe_fd(stream: TextIO) -> int | None:
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
         return None
     return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+
+class _Unwaiting:
+    """Writes to a pipe or socket that never wait, leaving the descriptor's flags alone.
+
+    O_NONBLOCK belongs to the open file description, which a `2>&1` stderr shares with
+    stdout: setting it on fd 1 would make stderr's writes fail with EAGAIN too. So a pipe or
+    FIFO is opened anew (/proc/self/fd/N: a description of our own, non-blocking) and a
+    socket is sent to with MSG_DONTWAIT. Only where neither works (no /proc) is fd 1 itself
+    made non-blocking, as before."""
+
+    def __init__(self, fd: int) -> None:
+        self._sock: socket.socket | None = None
+        own = _own_description(fd)
+        if own is not None:
+            self.fd = own
+        elif stat.S_ISSOCK(os.fstat(fd).st_mode):
+            self._sock = socket.socket(fileno=os.dup(fd))
+            self.fd = self._sock.fileno()
+        else:
+            os.set_blocking(fd, False)
+            self.fd = fd
+
+    def write(self, data: bytes | bytearray) -> int:
+        """Bytes written (BlockingIOError: none, the pipe is full)."""
+        if self._sock is not None:
+            return self._sock.send(data, socket.MSG_DONTWAIT)
+        return os.write(self.fd, data)
+
+
+def _own_description(fd: int) -> int | None:
+    """A new non-blocking open file description of the pipe or FIFO at `fd` (None: not a
+    pipe, no /proc, or a FIFO with no reader)."""
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return None
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def tell_operator(line: bytes, seconds: float = REPORT_SECONDS) -> bool:
+    """Write `line` to stderr (fd 2), waiting at most `seconds` for room, never changing fd
+    2's flags: a pipe through a description of our own, anything else after `poll` says it
+    has room. False: not written (stderr closed, or still full)."""
+    deadline = time.monotonic() + seconds
+    view = memoryview(line)
+    own = None
+    try:
+        own = _own_description(2)
+        target = 2 if own is None else own
+        while view:
+            left = deadline - time.monotonic()
+            ready = select.poll()
+            ready.register(target, select.POLLOUT)
+            if left <= 0 or not ready.poll(left * 1000):
+                return False
+            with contextlib.suppress(BlockingIOError):
+                view = view[os.write(target, view) :]
+        return True
+    except OSError:  # no stderr, or nobody reads it any more
+        return False
+    finally:
+        if own is not None:
+            os.close(own)
 
 
 _OUTPUTS: dict[int, LineOutput] = {}
