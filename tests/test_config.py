@@ -49,6 +49,7 @@ def test_p256_key_is_accepted() -> None:
         ("ELOVA_LIMIT_GLOBAL_CONCURRENCY", "0"),
         ("ELOVA_REQUEST_DEADLINE_SECONDS", "-1"),
         ("ELOVA_MAX_BODY_BYTES", "lots"),
+        ("ELOVA_AUDIT_PEER_BUFFER_BYTES", "0"),
         ("ELOVA_SIGNING_KEY", "not a pem"),
     ],
 )

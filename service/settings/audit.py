@@ -19,13 +19,18 @@ class Audit:
     (`target` a socket path) or "tcp" (`target` host, `port`), from ELOVA_AUDIT_SINK
     (`stdout`, `file:/path`, `unix:/path`, `tcp:host:port`). `queue_lines` bound the
     in-memory queue; a request whose line finds it full waits up to `wait_seconds`, then is
-    refused 503 (back-pressure: a line is never dropped)."""
+    refused 503 (back-pressure: a line is never dropped). `peer_buffer_bytes`: the most a
+    TCP collector's side may hold that it has not read (its socket's receive buffer plus
+    any relay's); a socket sink keeps that much more than its own kernel holds, to send
+    again after a failure (None: this host's largest TCP receive buffer, at least 8 MiB:
+    service/audit/sinks.py, `host_receive_buffer`)."""
 
     sink: str = "stdout"
     target: str = ""
     port: int = 0
     queue_lines: int = setting("ELOVA_AUDIT_QUEUE_LINES", positive_int, 10_000)
     wait_seconds: float = setting("ELOVA_AUDIT_WAIT_SECONDS", positive_float, 2.0)
+    peer_buffer_bytes: int | None = setting("ELOVA_AUDIT_PEER_BUFFER_BYTES", positive_int, None)
 
 
 def read_audit(env: Mapping[str, str]) -> Audit:

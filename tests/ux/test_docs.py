@@ -63,6 +63,7 @@ UNSET: dict[str, Callable[[Config], object]] = {
     "ELOVA_REDIS_SENTINELS": lambda c: c.redis_engine.sentinels or None,
     "ELOVA_REDIS_SENTINEL_MASTER": lambda c: c.redis_engine.sentinel_master,
     "ELOVA_REDIS_SENTINEL_PASSWORD": lambda c: c.redis_engine.sentinel_password,
+    "ELOVA_AUDIT_PEER_BUFFER_BYTES": lambda c: c.audit.peer_buffer_bytes,
 }
 
 
