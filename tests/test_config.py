@@ -50,6 +50,7 @@ def test_p256_key_is_accepted() -> None:
         ("ELOVA_REQUEST_DEADLINE_SECONDS", "-1"),
         ("ELOVA_MAX_BODY_BYTES", "lots"),
         ("ELOVA_AUDIT_PEER_BUFFER_BYTES", "0"),
+        ("ELOVA_MAX_CONNECTIONS_PER_ADDRESS", "-1"),
         ("ELOVA_SIGNING_KEY", "not a pem"),
     ],
 )

@@ -98,6 +98,11 @@ def client_of(peer: str, lines: Sequence[str], proxies: TrustedProxies) -> str:
     return address
 
 
+def peer_address(proxies: TrustedProxies, peer: str) -> tuple[str, bool]:
+    """A connection's peer in canonical form, and whether it is a trusted proxy."""
+    return _peer(proxies, peer)
+
+
 def _peer(proxies: TrustedProxies, peer: str) -> tuple[str, bool]:
     known = proxies.peers.get(peer)
     if known is None:

@@ -64,15 +64,19 @@ async def bounded_reading(request: web.Request, handler: Handler) -> web.StreamR
     Content-Length without reading it. A client that closes its connection before its body
     is in is counted (`abandoned_requests_total`), logged at DEBUG and recorded as 499
     (client closed request), never a 500 with a traceback."""
-    conn = request.protocol
-    if isinstance(conn, Connection):
+    conn = request.protocol if isinstance(request.protocol, Connection) else None
+    if conn is not None:
         conn.request_started()
     content = request.content
-    if not request.body_exists or content.is_eof():
-        return await handler(request)
     declared = request.content_length
-    if declared is not None and declared > request.app[CONFIG].limits.max_body_bytes:
-        return await handler(request)  # refused by its Content-Length, never read
+    if (
+        not request.body_exists
+        or content.is_eof()
+        or (declared is not None and declared > request.app[CONFIG].limits.max_body_bytes)
+    ):  # no body to wait for; one declared over the bound is refused by its Content-Length
+        if conn is not None:
+            conn.request_received()
+        return await handler(request)
     seconds = request.app[CONFIG].connections.body_timeout_seconds
     # At the deadline the stream ends with BodyTimeout (a timer, cheaper than a timeout scope).
     timer = asyncio.get_running_loop().call_later(seconds, _end_slow_body, content)
@@ -91,6 +95,8 @@ async def bounded_reading(request: web.Request, handler: Handler) -> web.StreamR
         return _client_gone(request, err)
     finally:
         timer.cancel()
+    if conn is not None:
+        conn.request_received()
     return await handler(request)
 
 

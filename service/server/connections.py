@@ -19,7 +19,13 @@ from yarl import URL
 
 from service.app_keys import METRICS, PACING_KEY
 from service.config import Config
-from service.edge.client_address import address_behind, address_block, via_trusted_proxy
+from service.edge.client_address import (
+    UNKNOWN,
+    address_behind,
+    address_block,
+    peer_address,
+    via_trusted_proxy,
+)
 from service.observability.metrics.app_metrics import Metrics
 from service.server.refusal_pacing import SERVED_WINDOW_SECONDS, RefusalPacing, RefusalRuns
 from service.settings.limits import Connections
@@ -42,14 +48,24 @@ HEAD_TIMEOUT_ANSWER = (
 )
 
 
-class ConnectionGate:
-    """The open connections of one listener: the cap, and the idle ones, longest idle first.
+# A connection receiving a head or a body makes no progress when, past this long, it
+# averaged under this many bytes a second: a head comes in a packet or two, and a body
+# within the request bound at this rate would miss the body deadline anyway.
+STALL_SECONDS = 2.0
+STALL_BYTES_PER_SECOND = 1024
 
-    At most `max_connections` are open. At the cap a new connection closes the longest-idle
-    keep-alive connection to make room; only when none is idle is it refused with a
-    precomputed 503 (`Retry-After`, `Connection: close`), so idle connections never lock out
-    good ones. A connection waiting to answer a refusal counts as idle, so it is the first
-    closed to make room.
+
+class ConnectionGate:
+    """The open connections of one listener: the cap, each address's share, and which to close.
+
+    At most `max_connections` are open. At the cap a new connection makes room by closing,
+    in order: a connection receiving a head or body that makes no progress (stalled, the
+    oldest first); a connection not being served of an address over its share
+    (`max_connections_per_address`, IPv6 per /64); the longest-idle keep-alive connection.
+    A newcomer whose address holds its share already may only replace its own (stalled,
+    then idle). Only when none qualifies is it refused with a precomputed 503
+    (`Retry-After`, `Connection: close`). A connection waiting to answer a refusal counts as
+    idle. A trusted proxy's connections carry many clients: they have no share.
     """
 
     def __init__(
@@ -64,6 +80,9 @@ class ConnectionGate:
         self._metrics = metrics
         self._open: set[Connection] = set()
         self._idle: dict[Connection, None] = {}  # insertion order: idle since
+        self._receiving: dict[Connection, None] = {}  # insertion order: receiving since
+        self._held: dict[str, int] = {}  # connections open by address block
+        self._over: dict[str, None] = {}  # the blocks holding more than their share
         self.runs = RefusalRuns(settings)
         # The two connections served (an answer under 400) most recently, and when: pacing
         # protects other callers, so it waits only while another connection is served.
@@ -88,23 +107,52 @@ class ConnectionGate:
     def open_count(self) -> int:
         return len(self._open)
 
+    def held(self, block: str) -> int:
+        """How many connections the address block `block` holds open."""
+        return self._held.get(block, 0)
+
+    def block_of(self, peer: str) -> str | None:
+        """The share a peer's connections count in: its address block, or None for a
+        trusted proxy (and an unknown peer)."""
+        if not self.settings.max_connections_per_address or peer == UNKNOWN:
+            return None
+        address, trusted = peer_address(self.proxies, peer)
+        return None if trusted else address_block(address)
+
     def admit(self, conn: Connection) -> bool:
-        """Count `conn` in (idle until it sends), making room by closing an idle one."""
-        if len(self._open) >= self.settings.max_connections and not self._evict_idle():
+        """Count `conn` in (idle until it sends), making room at the cap."""
+        if len(self._open) >= self.settings.max_connections and not self._make_room(conn):
             self.cut("refused")
             return False
         self._open.add(conn)
         self._idle[conn] = None
+        block = conn.block
+        if block is not None:
+            count = self._held[block] = self._held.get(block, 0) + 1
+            if count > self.settings.max_connections_per_address:
+                self._over[block] = None
         self._count()
         return True
 
     def idle(self, conn: Connection) -> None:
+        self._receiving.pop(conn, None)
         if conn in self._open:
             self._idle.pop(conn, None)
             self._idle[conn] = None
 
     def busy(self, conn: Connection) -> None:
         self._idle.pop(conn, None)
+
+    def receiving(self, conn: Connection) -> None:
+        """`conn` began receiving a head: busy, and judged by its progress."""
+        self._idle.pop(conn, None)
+        if conn in self._open:
+            self._receiving.pop(conn, None)
+            self._receiving[conn] = None
+
+    def received(self, conn: Connection) -> None:
+        """`conn`'s request is in (head and body): busy, being served."""
+        self._receiving.pop(conn, None)
 
     def paced(self, conn: Connection) -> None:
         """`conn` waits to answer a refusal: counted, and idle until it writes."""
@@ -114,17 +162,64 @@ class ConnectionGate:
 
     def closed(self, conn: Connection) -> None:
         self._idle.pop(conn, None)
+        self._receiving.pop(conn, None)
         if conn in self._open:
             self._open.discard(conn)
+            block = conn.block
+            if block is not None:
+                count = self._held[block] = self._held[block] - 1
+                if count <= self.settings.max_connections_per_address:
+                    self._over.pop(block, None)
+                if not count:
+                    del self._held[block]
             self._count()
 
-    def _evict_idle(self) -> bool:
+    def _make_room(self, newcomer: Connection) -> bool:
+        block = newcomer.block
+        if block is not None and self._held.get(block, 0) >= (
+            self.settings.max_connections_per_address
+        ):  # at its share: only its own connections make room for it
+            stalled = self._stalled(block)
+            if stalled is not None:
+                return self._evict(stalled, "stalled_evicted")
+            oldest = next((c for c in self._idle if c.block == block), None)
+            return oldest is not None and self._evict(oldest, "idle_evicted")
+        stalled = self._stalled(None)
+        if stalled is not None:
+            return self._evict(stalled, "stalled_evicted")
+        over = self._over_share()
+        if over is not None:
+            return self._evict(over, "share_evicted")
         oldest = next(iter(self._idle), None)
-        if oldest is None:
-            return False
-        self.closed(oldest)  # counted out now; its transport closes asynchronously
-        oldest.force_close()
-        self.cut("idle_evicted")
+        return oldest is not None and self._evict(oldest, "idle_evicted")
+
+    def _stalled(self, block: str | None) -> Connection | None:
+        """The oldest receiving connection (of `block`, if given) making no progress."""
+        now = asyncio.get_running_loop().time()
+        for conn in self._receiving:
+            since = conn.receiving_since
+            if since is None or now - since < STALL_SECONDS:
+                return None  # the rest began later
+            if (block is None or conn.block == block) and conn.received_bytes < (
+                now - since
+            ) * STALL_BYTES_PER_SECOND:
+                return conn
+        return None
+
+    def _over_share(self) -> Connection | None:
+        """A connection of an address over its share that is not being served: its
+        longest idle, else its oldest receiving."""
+        if not self._over:
+            return None
+        over = self._over
+        return next((c for c in self._idle if c.block in over), None) or next(
+            (c for c in self._receiving if c.block in over), None
+        )
+
+    def _evict(self, conn: Connection, reason: str) -> bool:
+        self.closed(conn)  # counted out now; its transport closes asynchronously
+        conn.force_close()
+        self.cut(reason)
         return True
 
     def cut(self, reason: str) -> None:
@@ -166,8 +261,15 @@ class Connection(web.RequestHandler):
         # there, so the wait for the event loop before the app starts it is counted, and a
         # client that trickles its head or body is not (its time starts at its last byte).
         self.received_at = time.monotonic()
+        # The share it counts in (ConnectionGate.block_of), and while a head or body comes
+        # in, since when (loop time) and how many bytes: stalled ones are closed at the cap.
+        self.block: str | None = None
+        self.receiving_since: float | None = None
+        self.received_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        self.block = self._gate.block_of(str(peer[0]) if isinstance(peer, tuple) else UNKNOWN)
         if not self._gate.admit(self):
             self._refused = True
             answer = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio class
@@ -187,19 +289,28 @@ class Connection(web.RequestHandler):
             return
         self.received_at = time.monotonic()
         if data and not self._serving and self._head_since is None:
-            self._gate.busy(self)
             loop = asyncio.get_running_loop()
-            self._head_since = loop.time()
+            self._head_since = self.receiving_since = loop.time()
+            self.received_bytes = 0
+            self._gate.receiving(self)
             if self._head_timer is None:
                 self._head_timer = loop.call_later(
                     self._gate.settings.header_timeout_seconds, self._head_too_slow
                 )
+        if self.receiving_since is not None:
+            self.received_bytes += len(data)
         super().data_received(data)
 
     def request_started(self) -> None:
-        """The app is handling a request of this connection: its head is complete."""
+        """The app is handling a request of this connection: its head is complete (its body
+        may still be coming in)."""
         self._serving = True
         self._head_since = None
+
+    def request_received(self) -> None:
+        """The request's body is in too (or it has none): no longer judged by its progress."""
+        self.receiving_since = None
+        self._gate.received(self)
 
     async def finish_response(
         self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
@@ -247,7 +358,7 @@ class Connection(web.RequestHandler):
     def _finished(self) -> None:
         """An answer was written: the connection waits for its next head, idle."""
         self._serving = False
-        self._head_since = None
+        self._head_since = self.receiving_since = None
         if self.transport is not None:
             self._gate.idle(self)
 

@@ -113,6 +113,11 @@ class Connections:
     """The main listener's guards against slow and idle clients (service/server/connections.py)."""
 
     max_connections: int = setting("ELOVA_MAX_CONNECTIONS", positive_int, 1000)
+    # One address's share at the cap (IPv6 per /64; 0: none): at the cap an address holding
+    # more gives way to one holding fewer, and one holding this many cannot take another's.
+    max_connections_per_address: int = setting(
+        "ELOVA_MAX_CONNECTIONS_PER_ADDRESS", non_negative_int, 100
+    )
     # first byte of a request head → the whole head
     header_timeout_seconds: float = setting("ELOVA_HEADER_TIMEOUT_SECONDS", positive_float, 10.0)
     # the whole head → the whole body

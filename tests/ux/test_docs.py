@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Callable[[Config], object]] = {
     "ELOVA_SHED_LOOP_LAG_MS": lambda c: round(c.shedding.loop_lag_seconds * 1000),
     "ELOVA_SHED_ADMISSION": lambda c: c.shedding.admission,
     "ELOVA_MAX_CONNECTIONS": lambda c: c.connections.max_connections,
+    "ELOVA_MAX_CONNECTIONS_PER_ADDRESS": lambda c: c.connections.max_connections_per_address,
     "ELOVA_HEADER_TIMEOUT_SECONDS": lambda c: c.connections.header_timeout_seconds,
     "ELOVA_BODY_TIMEOUT_SECONDS": lambda c: c.connections.body_timeout_seconds,
     "ELOVA_KEEPALIVE_TIMEOUT_SECONDS": lambda c: c.connections.keepalive_timeout_seconds,

@@ -256,7 +256,8 @@ class Metrics(Families):
         self.open_connections.set(count)
 
     def connection_cut(self, reason: str) -> None:
-        """reason: header_timeout | body_timeout | idle_evicted | refused."""
+        """reason: header_timeout | body_timeout | idle_evicted | stalled_evicted |
+        share_evicted | refused."""
         self._child(self.connection_cuts, bounded(reason, CONNECTION_CUTS)).inc()
 
     def request_abandoned(self) -> None:

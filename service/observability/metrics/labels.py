@@ -58,7 +58,14 @@ AUTH_REASONS = (
 )
 GRANTS = ("authorization_code", "refresh_token", "operator")
 SHED_REASONS = ("loop_lag", "inflight")
-CONNECTION_CUTS = ("header_timeout", "body_timeout", "idle_evicted", "refused")
+CONNECTION_CUTS = (
+    "header_timeout",
+    "body_timeout",
+    "idle_evicted",
+    "stalled_evicted",
+    "share_evicted",
+    "refused",
+)
 # Why POST /register refused a client: the per-address limit (429), a value or the document
 # over its bound, a redirect URI's host, another redirect-URI rule, other metadata (a bad
 # value, a body that is not a JSON object).
