@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,11 @@ OVERLOAD: web.AppKey[Overload] = web.AppKey("overload")
 CLOCK: web.AppKey[Callable[[], datetime]] = web.AppKey("clock")
 # Whether this process is shutting down (/readyz then fails).
 DRAIN: web.AppKey[DrainState] = web.AppKey("drain")
+# The health probes by path, each answering from the app it is given: the main listener
+# serves them, and the metrics listener too, where client traffic cannot crowd them out.
+PROBES: web.AppKey[Mapping[str, Callable[[web.Application], Awaitable[web.Response]]]] = web.AppKey(
+    "probes"
+)
 # Tool calls per approval, counted in process until the next flush.
 ACTIVITY: web.AppKey[ActivityRecorder] = web.AppKey("approval_activity")
 # Client ID Metadata Documents: the per-process cache of accepted (and refused) ones, and

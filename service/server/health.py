@@ -1,10 +1,10 @@
 """/livez, /readyz, and the drain state (`DrainState`, app[DRAIN]) that fails readiness once
 shutdown begins.
 
-`livez` answers from the process alone; `readyz` is 200 while PostgreSQL answers, its
-schema is at this release's version and (with a fleet-wide cap) this replica holds a lease
-of it, Redis only reported; `begin_drain` makes readiness fail from then on and closes
-kept-alive connections after their response
+Both are served on the metrics listener too (app[PROBES]). `livez` answers from the process
+alone; `readyz` is 200 while PostgreSQL answers, its schema is at this release's version and
+(with a fleet-wide cap) this replica holds a lease of it, Redis only reported; `begin_drain`
+makes readiness fail from then on and closes kept-alive connections after their response
 (service/server/listener.py calls it on SIGTERM or SIGINT, and app shutdown calls it too).
 Why each looks at what it does: docs/decisions/ops.md (liveness, readiness, drain).
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import asyncpg
 from aiohttp import web
 
-from service.app_keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, REDIS
+from service.app_keys import ADMISSION, DB_POOL, DB_READ_POOL, DRAIN, METRICS, PROBES, REDIS
 from service.edge.paths import LIVEZ_PATH, READYZ_PATH
 from service.store.migrate import applied_version, release_version
 
@@ -41,10 +41,19 @@ class DrainState:
 
 async def livez(request: web.Request) -> web.Response:
     """The process alone: liveness never looks at dependencies."""
+    return await liveness(request.app)
+
+
+async def liveness(app: web.Application) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """`readiness` of the request's app."""
+    return await readiness(request.app)
+
+
+async def readiness(app: web.Application) -> web.Response:
     """200 while PostgreSQL answers and its schema is at this release's version (or newer:
     a newer release migrated first, during a rolling upgrade); until then 503 with
     `"schema": "not_migrated"`. Once seen migrated, the schema is not read again (it never
@@ -52,7 +61,6 @@ async def readyz(request: web.Request) -> web.Response:
     so it is reported (`"redis": "degraded"` while the shared limiter does not answer a real
     script call) and fails readiness only with a fleet-wide cap, while this replica holds no
     lease of it (`"fleet": "no_lease"`: it admits no tool call then)."""
-    app = request.app
     if app[DRAIN].draining:
         return web.json_response({"status": "draining"}, status=503)
     # Both at once, each bounded: the answer comes within about one check timeout.
@@ -187,6 +195,7 @@ def setup_health(app: web.Application) -> None:
     state = app[DRAIN] = DrainState()
     app.router.add_get(LIVEZ_PATH, livez)
     app.router.add_get(READYZ_PATH, readyz)
+    app[PROBES] = {LIVEZ_PATH: liveness, READYZ_PATH: readiness}  # the metrics listener's too
     app.on_response_prepare.append(_close_connections_while_draining(state))
     app.on_shutdown.append(_on_shutdown)
     app.on_startup.append(_check_schema_at_start)

@@ -69,6 +69,10 @@ def test_deployment_is_probed_drained_and_hardened(overlay: str) -> None:
     assert container["startupProbe"]["httpGet"]["path"] == "/livez"
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # On the metrics listener, which client traffic cannot crowd out (issue 54).
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert ports[container[probe]["httpGet"]["port"]] == 9090, probe
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     # The grace period covers preStop + readiness drain + in-flight requests at the deadline.

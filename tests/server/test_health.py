@@ -14,6 +14,7 @@ from aiohttp import web
 from service.app import create_app
 from service.app_keys import DB_POOL, METRICS
 from service.config import Config
+from service.server.health import begin_drain
 from service.server.listener import drain
 from tests.support.serve_process import ServeProcess
 from tests.support.served_app import StartApp, scrape, value
@@ -49,6 +50,21 @@ async def test_livez_answers_from_the_process_alone(start_app: StartApp) -> None
     resp = await client.get("/livez")
     assert resp.status == 200
     assert await resp.json() == {"status": "ok"}
+
+
+async def test_the_probes_answer_on_the_metrics_listener_too(start_app: StartApp) -> None:
+    """Issue 54: where client connections cannot crowd them out, with the main app's state."""
+    client = await start_app()
+    port = client.app[METRICS].listen_port
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{port}/livez") as live:
+            assert (live.status, await live.json()) == (200, {"status": "ok"})
+        async with session.get(f"http://127.0.0.1:{port}/readyz") as ready:
+            assert ready.status == 200
+            assert await ready.json() == {"status": "ready", "postgresql": "ok", "redis": "ok"}
+        begin_drain(client.app)
+        async with session.get(f"http://127.0.0.1:{port}/readyz") as ready:
+            assert (ready.status, await ready.json()) == (503, {"status": "draining"})
 
 
 async def test_ready_when_postgresql_and_redis_answer(start_app: StartApp) -> None:

@@ -1,16 +1,16 @@
 """The /metrics listener of one app, and what is measured only at scrape time or by a probe.
 
 `setup_metrics` gives an app its Metrics (app_metrics.py) and registers both:
-`metrics_listener_ctx` serves /metrics on its own port (`ELOVA_METRICS_PORT`) with its own
-runner, so scrapes never compete with MCP traffic for admission and keep working while the
-main listener drains, and runs the event loop lag probe; `PoolCollector` reads the
-PostgreSQL pool's connections when scraped.
+`metrics_listener_ctx` serves /metrics, and the health probes (app[PROBES]), on its own port
+(`ELOVA_METRICS_PORT`) with its own runner, so scrapes and probes never compete with MCP
+traffic and keep working while the main listener drains, and runs the loop lag probe;
+`PoolCollector` reads the PostgreSQL pool's connections when scraped.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from aiohttp import hdrs, web
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -18,7 +18,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as CONTENT_TYPE_OPENMETRICS
 from prometheus_client.registry import Collector
 
-from service.app_keys import CONFIG, DB_POOL, METRICS
+from service.app_keys import CONFIG, DB_POOL, METRICS, PROBES
 from service.edge.paths import METRICS_PATH
 from service.observability.metrics.app_metrics import Metrics
 from service.observability.metrics.labels import LOOP_PROBE_SECONDS, PREFIX
@@ -79,6 +79,8 @@ async def _scrape(request: web.Request) -> web.Response:
 
 
 OPENMETRICS = "application/openmetrics-text"
+Probe = Callable[[web.Application], Awaitable[web.Response]]
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
 async def metrics_listener_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -90,6 +92,8 @@ async def metrics_listener_ctx(app: web.Application) -> AsyncIterator[None]:
         scrape_app = web.Application()
         scrape_app[METRICS] = metrics
         scrape_app.router.add_get(METRICS_PATH, _scrape)
+        for path, probe in app.get(PROBES, {}).items():
+            scrape_app.router.add_get(path, _probe_of(app, probe))
         runner = web.AppRunner(scrape_app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, cfg.host, cfg.metrics_port)
@@ -102,6 +106,15 @@ async def metrics_listener_ctx(app: web.Application) -> AsyncIterator[None]:
         if runner is not None:
             await runner.cleanup()
         metrics.listen_port = None
+
+
+def _probe_of(app: web.Application, probe: Probe) -> Handler:
+    """A handler answering `probe` of the main app (its state, pools and drain)."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return await probe(app)
+
+    return answer
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:
