@@ -53,6 +53,7 @@ HEAD_TIMEOUT_ANSWER = (
 # within the request bound at this rate would miss the body deadline anyway.
 STALL_SECONDS = 2.0
 STALL_BYTES_PER_SECOND = 1024
+BLOCKS_REMEMBERED = 4096
 
 
 class ConnectionGate:
@@ -83,6 +84,7 @@ class ConnectionGate:
         self._receiving: dict[Connection, None] = {}  # insertion order: receiving since
         self._held: dict[str, int] = {}  # connections open by address block
         self._over: dict[str, None] = {}  # the blocks holding more than their share
+        self._blocks: dict[str, str | None] = {}  # block_of's answers, the latest peers
         self.runs = RefusalRuns(settings)
         # The two connections served (an answer under 400) most recently, and when: pacing
         # protects other callers, so it waits only while another connection is served.
@@ -116,8 +118,13 @@ class ConnectionGate:
         trusted proxy (and an unknown peer)."""
         if not self.settings.max_connections_per_address or peer == UNKNOWN:
             return None
+        if peer in self._blocks:
+            return self._blocks[peer]
+        if len(self._blocks) >= BLOCKS_REMEMBERED:
+            self._blocks.clear()
         address, trusted = peer_address(self.proxies, peer)
-        return None if trusted else address_block(address)
+        block = self._blocks[peer] = None if trusted else address_block(address)
+        return block
 
     def admit(self, conn: Connection) -> bool:
         """Count `conn` in (idle until it sends), making room at the cap."""
