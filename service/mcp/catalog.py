@@ -2,7 +2,8 @@
 
 The file beside this module is the product contract (docs/tools.md documents it);
 `tools/list` answers exactly its tools, in its order, with the five members the file has and
-the top-level `title` of `titles.py` (the file itself is never changed).
+the top-level `title` of `titles.py`, and on the tools a view renders the MCP Apps `_meta.ui`
+(service/mcp/views/resources.py); the file itself is never changed.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from service.contract.catalog_file import catalog_bytes
 from service.mcp.titles import tool_title
+from service.mcp.views.resources import BY_TOOL
 from service.tools.base import Tool
 
 log = logging.getLogger(__name__)
@@ -29,8 +32,9 @@ class CatalogTool(msgspec.Struct, rename="camel"):
     annotations: dict[str, Any]
 
 
-class ServedTool(msgspec.Struct, rename="camel"):
-    """A tool as `tools/list` serves it: the catalog's members plus its title."""
+class ServedTool(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A tool as `tools/list` serves it: the catalog's members plus its title, and the
+    `_meta.ui` naming its view when it has one."""
 
     name: str
     title: str
@@ -38,9 +42,11 @@ class ServedTool(msgspec.Struct, rename="camel"):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     annotations: dict[str, Any]
+    meta: dict[str, Any] | UnsetType = msgspec.field(default=UNSET, name="_meta")
 
 
 def served(tool: CatalogTool) -> ServedTool:
+    view = BY_TOOL.get(tool.name)
     return ServedTool(
         name=tool.name,
         title=tool_title(tool.name),
@@ -48,6 +54,7 @@ def served(tool: CatalogTool) -> ServedTool:
         input_schema=tool.input_schema,
         output_schema=tool.output_schema,
         annotations=tool.annotations,
+        meta=UNSET if view is None else view.tool_meta(),
     )
 
 

@@ -30,9 +30,15 @@ from service.mcp.rpc import SERVER_INFO, Answer, Call, modern_meta, params_of
 from service.mcp.sessions import Session
 from service.mcp.tools_call import call_tool
 from service.mcp.versions import SUPPORTED, negotiate_session, session_header_ok
+from service.mcp.views.resources import BY_URI, EXTENSION, EXTENSION_SETTINGS, VIEWS
 from service.tools.base import Tool
 
-CAPABILITIES: dict[str, Any] = {"tools": {}}
+# resources: the views' `ui://` documents; the extension: MCP Apps (docs/views.md).
+CAPABILITIES: dict[str, Any] = {
+    "tools": {},
+    "resources": {},
+    "extensions": {EXTENSION: EXTENSION_SETTINGS},
+}
 # Freshness hints: the catalog changes only with a deployment.
 LIST_TTL_MS = 5 * 60 * 1000
 INSTRUCTIONS = (
@@ -90,9 +96,22 @@ async def tools_list(call: Call) -> Answer:
     return _cacheable(call, p.ToolsList(tools=call.app[CATALOG].tools_json))
 
 
+_LISTED = [view.listed() for view in VIEWS]
+
+
 async def resources_list(call: Call) -> Answer:
     _no_cursor(call)
-    return _cacheable(call, p.ResourcesList(resources=[]))
+    return _cacheable(call, p.ResourcesList(resources=_LISTED))
+
+
+async def resources_read(call: Call) -> Answer:
+    """A view's HTML, authorized like every method (the caller's approval is confirmed
+    before it); any other uri is invalid params."""
+    uri = params_of(call, p.ReadResourceParams).uri
+    view = BY_URI.get(uri)
+    if view is None:
+        raise InvalidParams(f"Invalid params: unknown resource {uri[:200]!r}", data={"uri": uri})
+    return _cacheable(call, p.ResourcesRead(contents=[view.content()]))
 
 
 async def resource_templates_list(call: Call) -> Answer:
@@ -109,19 +128,18 @@ Method = Callable[[Call], Awaitable[Answer]]
 
 
 def _methods() -> tuple[dict[str, Method], dict[str, Method]]:
-    tools: dict[str, Method] = {"tools/list": tools_list, "tools/call": call_tool}
-    # 2026-07-28: what server/discover declares is the contract, so the methods of the
-    # capabilities it does not declare (resources, prompts) are unknown (-32601). The
-    # session revisions keep their empty lists: some older clients call them regardless.
-    modern = {"server/discover": discover, **tools}
-    session = {
-        "initialize": initialize,
-        "ping": ping,
-        **tools,
+    tools: dict[str, Method] = {
+        "tools/list": tools_list,
+        "tools/call": call_tool,
         "resources/list": resources_list,
+        "resources/read": resources_read,
         "resources/templates/list": resource_templates_list,
-        "prompts/list": prompts_list,
     }
+    # 2026-07-28: what server/discover declares is the contract, so the methods of the
+    # capability it does not declare (prompts) are unknown (-32601). The session revisions
+    # keep its empty list: some older clients call it regardless.
+    modern = {"server/discover": discover, **tools}
+    session = {"initialize": initialize, "ping": ping, **tools, "prompts/list": prompts_list}
     return modern, session
 
 

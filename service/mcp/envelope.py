@@ -83,7 +83,8 @@ def parse(body: bytes, headers: Mapping[str, str]) -> Incoming:
     else:
         params = known.params
     meta = params.meta if params is not None and not isinstance(params.meta, UnsetType) else None
-    named = getattr(params, "name", UNSET) if method == "tools/call" else None
+    key = NAME_BEARING.get(method)
+    named = None if key is None else getattr(params, key, UNSET)
     return _incoming(known.id, method, params, params_error, meta, named, headers)
 
 

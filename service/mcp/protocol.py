@@ -54,6 +54,10 @@ class CallToolParams(RequestParams, kw_only=True):
     arguments: msgspec.Raw | UnsetType = UNSET
 
 
+class ReadResourceParams(RequestParams, kw_only=True):
+    uri: str
+
+
 class InitializeParams(RequestParams, kw_only=True, rename="camel"):
     protocol_version: str
     capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -95,6 +99,10 @@ class ResourcesListRequest(_Request, kw_only=True, tag="resources/list"):
     params: ListParams | UnsetType = UNSET
 
 
+class ResourcesReadRequest(_Request, kw_only=True, tag="resources/read"):
+    params: ReadResourceParams | UnsetType = UNSET
+
+
 class ResourceTemplatesListRequest(_Request, kw_only=True, tag="resources/templates/list"):
     params: ListParams | UnsetType = UNSET
 
@@ -110,6 +118,7 @@ KnownRequest = (
     | ToolsListRequest
     | ToolsCallRequest
     | ResourcesListRequest
+    | ResourcesReadRequest
     | ResourceTemplatesListRequest
     | PromptsListRequest
 )
@@ -177,6 +186,10 @@ class ToolsList(_Cacheable, kw_only=True):
 
 class ResourcesList(_Cacheable, kw_only=True):
     resources: list[Any]
+
+
+class ResourcesRead(_Cacheable, kw_only=True):
+    contents: list[Any]
 
 
 class ResourceTemplatesList(_Cacheable, kw_only=True):

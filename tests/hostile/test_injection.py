@@ -49,8 +49,9 @@ async def test_catalog_instructions_and_discovery_carry_no_customer_text(hostile
     for name, granted in world.approvals.items():
         for method in ("tools/list", "server/discover", "resources/list", "prompts/list"):
             reply = await hostile.mcp.method(granted.token, method)
-            # 2026-07-28: resources/* and prompts/* are undeclared capabilities (-32601, 404).
-            expected = 200 if method in ("tools/list", "server/discover") else 404
+            # 2026-07-28: prompts/* is an undeclared capability (-32601, 404); resources/list
+            # lists the views' ui:// documents, the same for every approval.
+            expected = 404 if method == "prompts/list" else 200
             assert reply.status == expected, reply.body[:300]
             assert_no_customer_text(reply.body.decode(), method)
             key = method

@@ -13,6 +13,24 @@ import pytest
 from tests.mcp.conftest import EXPECTED_SERVER_INFO, MODERN, Wire
 
 SERVER_INFO = {"io.modelcontextprotocol/serverInfo": EXPECTED_SERVER_INFO}
+# tools, and the MCP Apps views: their ui:// resources and the extension (docs/views.md).
+CAPABILITIES = {
+    "tools": {},
+    "resources": {},
+    "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}},
+}
+# The `_meta` of the tools a view renders; every other tool has none.
+VIEW_META = {
+    "get_execution_stats": {
+        "ui": {"resourceUri": "ui://elova-mcp/execution-stats.html", "visibility": ["model"]}
+    },
+    "get_many_executions": {
+        "ui": {"resourceUri": "ui://elova-mcp/executions.html", "visibility": ["model", "app"]}
+    },
+    "get_execution": {
+        "ui": {"resourceUri": "ui://elova-mcp/execution.html", "visibility": ["model", "app"]}
+    },
+}
 
 
 def catalog_tools() -> list[dict[str, Any]]:
@@ -48,7 +66,7 @@ async def test_discover_golden(wire: Wire) -> None:
     assert result == {
         "resultType": "complete",
         "supportedVersions": [MODERN, "2025-11-25", "2025-06-18"],
-        "capabilities": {"tools": {}},
+        "capabilities": CAPABILITIES,
         "ttlMs": 300000,
         "cacheScope": "public",
         "_meta": SERVER_INFO,
@@ -61,6 +79,9 @@ async def test_tools_list_is_exactly_the_catalog(wire: Wire) -> None:
     tools = result.pop("tools")
     # Each tool: a human-readable title beside the catalog's own members, which are unchanged.
     assert [t.pop("title") for t in tools] == [TITLES[t["name"]] for t in catalog_tools()]
+    # The three tools a view renders name it in `_meta.ui` (MCP Apps); nothing else is added.
+    metas = {t["name"]: t.pop("_meta") for t in tools if "_meta" in t}
+    assert metas == VIEW_META
     assert tools == catalog_tools()
     assert result == {
         "resultType": "complete",
@@ -70,20 +91,13 @@ async def test_tools_list_is_exactly_the_catalog(wire: Wire) -> None:
     }
 
 
-@pytest.mark.parametrize(
-    "method, key",
-    [
-        ("resources/list", "resources"),
-        ("resources/templates/list", "resourceTemplates"),
-        ("prompts/list", "prompts"),
-    ],
-)
+@pytest.mark.parametrize("method, key", [("prompts/list", "prompts")])
 async def test_undeclared_capabilities_are_unknown_methods(
     wire: Wire, method: str, key: str
 ) -> None:
-    """2026-07-28: server/discover declares only tools, so resources/* and prompts/* are
-    unknown methods (-32601, HTTP 404); the session revisions keep their empty lists
-    (test_sessions)."""
+    """2026-07-28: server/discover declares tools and resources (the views), not prompts,
+    so prompts/* are unknown methods (-32601, HTTP 404); the session revisions keep their
+    empty list (test_sessions). Resources: tests/mcp/test_resources.py."""
     resp = await wire.modern(method)
     assert resp.status == 404
     error = (await resp.json())["error"]

@@ -34,7 +34,11 @@ async def test_initialize_golden(wire: Wire) -> None:
     result = answer["result"]
     assert answer["id"] == 0
     assert result["protocolVersion"] == "2025-11-25"
-    assert result["capabilities"] == {"tools": {}}
+    assert result["capabilities"] == {
+        "tools": {},
+        "resources": {},
+        "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}},
+    }
     assert result["serverInfo"] == EXPECTED_SERVER_INFO
     assert "resultType" not in result and "_meta" not in result
 
@@ -81,12 +85,20 @@ async def test_session_requests(wire: Wire) -> None:
     assert list(result) == ["tools"]  # no 2026-07-28 fields in a session
     assert len(result["tools"]) == 9
     for method, key in [
-        ("resources/list", "resources"),
         ("prompts/list", "prompts"),
         ("resources/templates/list", "resourceTemplates"),
     ]:
         resp = await wire.legacy(sid, method, request_id=4)
         assert (await resp.json())["result"] == {key: []}
+    # resources/list: the views' ui:// documents (tests/mcp/test_resources.py).
+    resp = await wire.legacy(sid, "resources/list", request_id=4)
+    listed = (await resp.json())["result"]
+    assert list(listed) == ["resources"]
+    assert [r["uri"] for r in listed["resources"]] == [
+        "ui://elova-mcp/execution.html",
+        "ui://elova-mcp/execution-stats.html",
+        "ui://elova-mcp/executions.html",
+    ]
 
 
 async def test_unknown_method_in_a_session_is_200_with_error(wire: Wire) -> None:
