@@ -39,7 +39,7 @@ async def test_typescript_client_lists_and_calls_every_tool(
 
     assert out["protocolVersion"] == "2025-11-25"
     assert out["sessionId"], "a session-era client gets a session id"
-    assert set(out["serverCapabilities"]) == {"tools"}
+    assert set(out["serverCapabilities"]) == {"tools", "resources", "extensions"}
     check_listing(out["tools"])
     assert [r["tool"] for r in out["results"]] == [tool for tool, _ in calls]
     for item in out["results"]:

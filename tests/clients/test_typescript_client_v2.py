@@ -28,7 +28,7 @@ async def test_typescript_client_2_lists_and_calls_every_tool(
     out = json.loads(done.stdout)
 
     assert out["protocolVersion"], "the client negotiated a protocol revision"
-    assert set(out["serverCapabilities"]) == {"tools"}
+    assert set(out["serverCapabilities"]) == {"tools", "resources", "extensions"}
     check_listing(out["tools"])
     assert {tool for tool, _ in calls} >= {t["name"] for t in out["tools"]}
     assert [r["tool"] for r in out["results"]] == [tool for tool, _ in calls]
