@@ -106,7 +106,9 @@ function diagnostics(history: Json, runs: Run[]): HTMLElement[] {
 
 function coverageNotes(history: Json, runs: Run[]): HTMLElement[] {
   const out: HTMLElement[] = [];
-  if (history.availability !== "available") {
+  if (history.availability === undefined) {
+    out.push(notice("info", "No history report was retained for this execution."));
+  } else if (history.availability !== "available") {
     const reason = history.reason ? ` (${history.reason})` : "";
     out.push(notice("warn", `History is ${history.availability}${reason}: the runs below are what was retained.`));
   }
@@ -190,7 +192,9 @@ export function renderExecution(root: HTMLElement, data: Json): void {
     ),
   );
   if (runs.length) root.append(timeline(runs, execution));
-  else root.append(notice("info", "No node runs were retained for this execution."));
+  else if (history.availability !== undefined) {
+    root.append(notice("info", "No node runs were retained for this execution."));
+  }
   root.append(
     el(
       "p",
