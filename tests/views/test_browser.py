@@ -279,7 +279,7 @@ async def test_the_execution_view_shows_its_timeline(stage: Stage) -> None:
     for item in listed["executions"]:
         args = {"workspaceId": stage.workspace_id, "executionId": item["id"]}
         got = await _tool(stage, "get_execution", args)
-        if got["history"]["nodes"]:
+        if (got.get("history") or {}).get("nodes"):
             chosen = (args, got)
             break
     assert chosen is not None, "the demo has a failed execution with node runs"
@@ -394,3 +394,36 @@ async def test_the_table_opens_an_execution_through_the_host(stage: Stage) -> No
         await browser.full_screenshot(shots_dir() / "executions-opened-1280.png")
         assert await _csp_violations(browser) == []
         assert json.dumps(calls)  # what the view asked for, all of it through the host
+
+
+async def test_the_execution_view_shows_tokens_and_the_reference_cost(stage: Stage) -> None:
+    listed = await _tool(stage, "get_many_executions", {"workspaceId": stage.workspace_id})
+    priced = [e for e in listed["executions"] if e.get("cost")]
+    assert priced, "the demo has priced executions"
+    args: dict[str, Any] = {}
+    expected: dict[str, Any] = {}
+    usage: list[dict[str, Any]] = []
+    for item in priced[:10]:  # the first with reported tokens
+        args = {"workspaceId": stage.workspace_id, "executionId": item["id"]}
+        expected = await _tool(stage, "get_execution", args)
+        usage = [
+            u
+            for n in (expected.get("history") or {"nodes": []})["nodes"]
+            for r in n["runs"]
+            for u in r["usage"]
+            if u["totalTokens"] is not None
+        ]
+        if usage:
+            break
+    assert usage, "the demo has a priced execution whose runs reported tokens"
+    async with Browser() as browser:
+        await browser.viewport(1280, 900)
+        text = await _show(browser, stage, _case("execution", "get_execution", args))
+        amount = expected["execution"]["cost"]["amount"]
+        whole, _, fraction = amount.partition(".")
+        assert f"${whole}.{(fraction.rstrip('0') or '').ljust(2, '0')[:6]}" in text
+        total = sum(u["totalTokens"] for u in usage)
+        assert f"{total:,} model tokens in total" in text
+        await _frame(browser, None)
+        await browser.full_screenshot(shots_dir() / "execution-priced-1280.png")
+        assert await _csp_violations(browser) == []
