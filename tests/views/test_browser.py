@@ -20,15 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import msgspec
 import pytest
 from aiohttp import web
 
 from service.demo.document import DEMO_EMAIL, demo_snapshot, demo_workspace_ids
+from service.store.load_snapshot import load_snapshot
 from tests.auth.pages.webdriver import ELEMENT, Browser, browser_available
 from tests.support.mcp_wire import MODERN
 from tests.support.server import ServeProcesses, free_port
 from tests.support.services import TestDatabase
+from tests.support.snapshots import Snapshot, member, node
 
 pytestmark = pytest.mark.slow
 
@@ -66,10 +69,6 @@ def host_page() -> Iterator[bytes]:
 
 
 async def _load_demo(dsn: str) -> None:
-    import asyncpg
-
-    from service.store.load_snapshot import load_snapshot
-
     conn = await asyncpg.connect(dsn)
     try:
         await load_snapshot(conn, msgspec.json.encode(demo_snapshot()))
@@ -427,3 +426,50 @@ async def test_the_execution_view_shows_tokens_and_the_reference_cost(stage: Sta
         await _frame(browser, None)
         await browser.full_screenshot(shots_dir() / "execution-priced-1280.png")
         assert await _csp_violations(browser) == []
+
+
+def _long_history(nodes: int) -> dict[str, Any]:
+    """A recorded history of `nodes` one-run nodes: more than the loader keeps (64)."""
+    return {
+        "schemaVersion": 1, "availability": "available", "reason": None,
+        "observedAt": "2026-01-05T10:00:00Z", "order": "recorded", "workflowVersionId": None,
+        "pinnedData": None, "failure": None,
+        "pinning": {"status": "unknown", "source": "unknown", "pinnedNodeIds": []},
+        "nodes": [
+            {"id": f"n{i}", "name": f"Step {i}", "type": "n8n-nodes-base.code",
+             "provenance": "recorded_run", "pinned": None,
+             "runs": [{"id": f"r{i}", "status": "success", "pinned": None, "error": None,
+                       "startedAt": f"2026-01-05T09:{i // 60:02d}:{i % 60:02d}Z",
+                       "durationMs": 900, "usage": []}]}
+            for i in range(nodes)
+        ],
+    }  # fmt: skip
+
+
+async def test_what_a_truncated_history_hides_is_said(
+    stage: Stage, elova: ServeProcesses, test_database: TestDatabase
+) -> None:
+    snap = Snapshot()
+    owner = snap.account(name="Views Tester")
+    ws = snap.workspace(name="Views", timeZone="UTC", members=[member(owner)])
+    inst = snap.instance(ws, name="Views n8n")
+    wf = snap.workflow(inst, name="Seventy steps", nodes=[node()])
+    run = snap.execution(inst, wf, startedAt="2026-01-05T09:00:00Z", history=_long_history(70))
+    conn = await asyncpg.connect(test_database.dsn)
+    try:
+        await load_snapshot(conn, snap.document())
+    finally:
+        await conn.close()
+    issued = await elova.approve(account=owner["email"], workspaces=[ws["id"]])
+    stage.relay.token = issued.access_token
+    args = {"workspaceId": ws["id"], "executionId": run["id"]}
+    expected = await _tool(stage, "get_execution", args)
+    assert expected["history"]["truncated"] is True
+    kept = len(expected["history"]["nodes"])
+    async with Browser() as browser:
+        await browser.viewport(390, 900)
+        text = await _show(browser, stage, _case("execution", "get_execution", args))
+        assert "History truncated" in text
+        assert f"Node runs ({kept})" in text and "Step 0" in text and "Step 69" not in text
+        await _frame(browser, None)
+        await browser.full_screenshot(shots_dir() / "execution-truncated-390.png")
