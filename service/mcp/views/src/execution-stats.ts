@@ -1,8 +1,7 @@
 // get_execution_stats: the period's buckets as stacked bars (succeeded, failed, other) in
 // the answer's time zone, the totals beside them, and the same numbers as a table.
-import { el, formatCount, formatDateTime, formatDay, formatUsd, setTimeZone, start, type Json } from "./common";
+import { el, formatCount, formatDateTime, formatDay, formatUsd, setTimeZone, type Json } from "./common";
 
-const root = document.getElementById("app")!;
 const SVG = "http://www.w3.org/2000/svg";
 const PERIOD: Record<string, string> = { today: "Today", "7d": "Last 7 days", "30d": "Last 30 days", all: "All retained history" };
 
@@ -38,7 +37,7 @@ function chart(buckets: Json[], period: string): Element {
   return el("figure", { class: "figure" }, box, labels);
 }
 
-start("elova-execution-stats", root, (data) => {
+export function renderStats(root: HTMLElement, data: Json): void {
   setTimeZone(data.timeZone);
   const totals = data.totals as Json;
   const buckets = (data.buckets ?? []) as Json[];
@@ -90,4 +89,4 @@ start("elova-execution-stats", root, (data) => {
     ),
   );
   root.append(el("details", {}, el("summary", {}, "Numbers per bucket"), table));
-});
+}

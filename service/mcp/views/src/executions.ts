@@ -1,10 +1,8 @@
 // get_many_executions: the page as a table. A row opens its execution by asking the host
 // to call get_execution; "More" asks it to call get_many_executions with nextCursor.
 import type { App } from "@modelcontextprotocol/ext-apps";
-import { el, formatDateTime, formatDuration, notice, resultData, setTimeZone, start, statusBadge, type Json } from "./common";
+import { el, formatDateTime, formatDuration, notice, resultData, setTimeZone, statusBadge, type Json } from "./common";
 import { renderExecution } from "./execution-render";
-
-const root = document.getElementById("app")!;
 
 function rowOf(item: Json, open: (item: Json) => void): HTMLTableRowElement {
   const name = item.workflowName + (item.workflowNameTruncated ? "…" : "");
@@ -27,7 +25,7 @@ function rowOf(item: Json, open: (item: Json) => void): HTMLTableRowElement {
   return row;
 }
 
-start("elova-executions", root, (data: Json, app: App, input: Json) => {
+export function renderExecutions(root: HTMLElement, data: Json, app: App, input: Json): void {
   setTimeZone(data.timeZone);
   const list = el("section", {});
   const detail = el("section", { hidden: "" });
@@ -100,4 +98,4 @@ start("elova-executions", root, (data: Json, app: App, input: Json) => {
   list.append(more, status);
   add(items);
   root.append(list, detail);
-});
+}
