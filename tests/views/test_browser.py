@@ -3,6 +3,8 @@ page built on the SDK's AppBridge and PostMessageTransport (tests/views/host), a
 proxy on a second origin, the view in an inner srcdoc frame (allow-scripts only) under the
 CSP its resource declares. The host hands the view a real result of the running service
 (`elova-mcp serve`, demo data) and relays the view's calls to it with the person's token.
+The three resources are one document: each case checks the view it picked, from the host
+context's toolInfo or, without it, from the result's shape.
 Asserts what a person sees, that a click in the table reaches the service as a tools/call
 of get_execution, and that the screenshots (390 and 1280 px, in ELOVA_VIEWS_SHOTS or a
 temporary folder) are not blank. Needs `make tools` and Debian's chromium."""
@@ -193,8 +195,17 @@ async def _into_view(browser: Browser) -> None:
     await _frame(browser, "iframe")  # the view: srcdoc, opaque origin
 
 
-async def _show(browser: Browser, stage: Stage, case: dict[str, Any], theme: str = "light") -> str:
-    """Host the view of `case`, wait until it rendered the result: the text it shows."""
+async def _show(
+    browser: Browser,
+    stage: Stage,
+    case: dict[str, Any],
+    theme: str = "light",
+    *,
+    picks: bool = True,
+) -> str:
+    """Host the view of `case`, wait until it rendered the result: the text it shows. The
+    document picked the view of the case's tool (with or without the host's toolInfo);
+    `picks=False`: a tool without a view, so it picked none."""
     await _frame(browser, None)
     await browser.get(f"{stage.host}/host.html")
     await browser.wait_for("return typeof window.runCase === 'function'")
@@ -205,6 +216,10 @@ async def _show(browser: Browser, stage: Stage, case: dict[str, Any], theme: str
     await browser.wait_for("return window.events.includes('result-sent')", 30)
     await _into_view(browser)
     await browser.wait_for("return document.body.dataset.ready === 'true'", 30)
+    view = case["tool"] if picks else None
+    assert await browser.execute("return document.body.dataset.view ?? null") == view
+    chosen_by = ("toolInfo" if case["toolInfo"] else "shape") if picks else None
+    assert await browser.execute("return document.body.dataset.viewBy ?? null") == chosen_by
     text: str = await browser.execute("return document.body.innerText")
     return text
 
@@ -249,8 +264,17 @@ async def _csp_violations(browser: Browser) -> list[str]:
     return [e["message"] for e in logs if "Content Security Policy" in e["message"]]
 
 
-def _case(view: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"uri": f"ui://elova-mcp/{view}.html", "tool": tool, "arguments": arguments}
+def _case(
+    view: str, tool: str, arguments: dict[str, Any], *, tool_info: bool = True
+) -> dict[str, Any]:
+    """What the host runs: the view's resource, the tool it calls and whether its host
+    context names that tool (toolInfo); without, the document goes by the result's shape."""
+    return {
+        "uri": f"ui://elova-mcp/{view}.html",
+        "tool": tool,
+        "arguments": arguments,
+        "toolInfo": tool_info,
+    }
 
 
 async def _tool(stage: Stage, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -285,7 +309,7 @@ async def test_the_execution_view_shows_its_timeline(stage: Stage) -> None:
     args, expected = chosen
     async with Browser() as browser:
         await browser.viewport(1280, 900)
-        case = {"uri": "ui://elova-mcp/execution.html", "tool": "get_execution", "arguments": args}
+        case = _case("execution", "get_execution", args)
         text = await _show(browser, stage, case)
         execution = expected["execution"]
         assert execution["workflowName"] in text
@@ -295,9 +319,9 @@ async def test_the_execution_view_shows_its_timeline(stage: Stage) -> None:
         assert f"Node runs ({runs})" in text
         assert await browser.execute("return document.querySelectorAll('.run.failing').length") >= 1
         await _screenshots(browser, "execution")
-        # Dark: the host's theme reaches the view.
+        # Dark: the host's theme reaches the view (this time one without toolInfo).
         await browser.viewport(390, 900)
-        await _show(browser, stage, case, theme="dark")
+        await _show(browser, stage, {**case, "toolInfo": False}, theme="dark")
         dark = await browser.execute("return getComputedStyle(document.body).backgroundColor")
         assert dark != "rgb(255, 255, 255)"
         await _frame(browser, None)
@@ -310,7 +334,7 @@ async def test_the_stats_view_shows_the_buckets(stage: Stage) -> None:
     expected = await _tool(stage, "get_execution_stats", args)
     async with Browser() as browser:
         await browser.viewport(1280, 900)
-        case = _case("execution-stats", "get_execution_stats", args)
+        case = _case("execution-stats", "get_execution_stats", args, tool_info=False)
         text = await _show(browser, stage, case)
         assert "Europe/Berlin" in text
         totals = await browser.execute(
@@ -332,6 +356,10 @@ async def test_the_stats_view_shows_the_buckets(stage: Stage) -> None:
             (b["success"] > 0) + (b["failed"] > 0) + (b["other"] > 0) for b in expected["buckets"]
         )
         await _screenshots(browser, "execution-stats")
+        # The same with the host's toolInfo.
+        text = await _show(browser, stage, {**case, "toolInfo": True})
+        assert "Europe/Berlin" in text
+        assert await browser.execute("return document.querySelectorAll('.tile').length") == 4
         assert await _csp_violations(browser) == []
 
 
@@ -468,8 +496,21 @@ async def test_what_a_truncated_history_hides_is_said(
     kept = len(expected["history"]["nodes"])
     async with Browser() as browser:
         await browser.viewport(390, 900)
-        text = await _show(browser, stage, _case("execution", "get_execution", args))
+        case = _case("execution", "get_execution", args, tool_info=False)
+        text = await _show(browser, stage, case)
         assert "History truncated" in text
         assert f"Node runs ({kept})" in text and "Step 0" in text and "Step 69" not in text
         await _frame(browser, None)
         await browser.full_screenshot(shots_dir() / "execution-truncated-390.png")
+
+
+async def test_a_result_no_view_shows_is_said(stage: Stage) -> None:
+    """A host that opens the document for another tool (its toolInfo names it, its result
+    has none of the three shapes): the document says so and guesses no view."""
+    args = {"workspaceId": stage.workspace_id}
+    async with Browser() as browser:
+        await browser.viewport(390, 900)
+        text = await _show(browser, stage, _case("execution", "get_workspace", args), picks=False)
+        assert "not one these views show" in text
+        assert await browser.execute("return document.querySelectorAll('[role=alert]').length") == 1
+        assert await _csp_violations(browser) == []

@@ -16,10 +16,18 @@ async function relay(method: string, params: Json): Promise<Json> {
   return answer.result;
 }
 
-w.runCase = async (c: { uri: string; tool: string; arguments: Json; theme: "light" | "dark"; sandbox: string }) => {
+// toolInfo: whether the host context names the tool call that opened the view (the spec's
+// hostContext.toolInfo, its definition from tools/list); without it the view goes by the
+// result's shape.
+w.runCase = async (c: { uri: string; tool: string; arguments: Json; theme: "light" | "dark"; sandbox: string; toolInfo: boolean }) => {
   document.body.className = c.theme;
   const read = await relay("resources/read", { uri: c.uri });
   const content = read.contents[0];
+  const context: Json = { theme: c.theme, platform: "web", locale: "en-US", displayMode: "inline" };
+  if (c.toolInfo) {
+    const listed = await relay("tools/list", {});
+    context.toolInfo = { id: 1, tool: listed.tools.find((t: Json) => t.name === c.tool) };
+  }
   const frame = document.createElement("iframe");
   frame.id = "frame";
   frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
@@ -29,7 +37,7 @@ w.runCase = async (c: { uri: string; tool: string; arguments: Json; theme: "ligh
     null,
     { name: "elova-test-host", version: "1" },
     { serverTools: {}, logging: {} },
-    { hostContext: { theme: c.theme, platform: "web", locale: "en-US", displayMode: "inline" } },
+    { hostContext: context },
   );
   bridge.oncalltool = async (params) => {
     w.calls.push(params);
