@@ -142,20 +142,23 @@ class ConnectionGate:
         return True
 
     def idle(self, conn: Connection) -> None:
-        self._receiving.pop(conn, None)
-        if conn in self._open:
-            self._idle.pop(conn, None)
-            self._idle[conn] = None
+        self._move(conn, self._receiving, self._idle)
 
     def busy(self, conn: Connection) -> None:
         self._idle.pop(conn, None)
 
     def receiving(self, conn: Connection) -> None:
         """`conn` began receiving a head: busy, and judged by its progress."""
-        self._idle.pop(conn, None)
+        self._move(conn, self._idle, self._receiving)
+
+    def _move(
+        self, conn: Connection, leaves: dict[Connection, None], joins: dict[Connection, None]
+    ) -> None:
+        """`conn` out of one insertion-ordered set and, while open, last in another."""
+        leaves.pop(conn, None)
         if conn in self._open:
-            self._receiving.pop(conn, None)
-            self._receiving[conn] = None
+            joins.pop(conn, None)
+            joins[conn] = None
 
     def received(self, conn: Connection) -> None:
         """`conn`'s request is in (head and body): busy, being served."""
