@@ -14,7 +14,7 @@ import sys
 
 from service.cli.failures import explain, report
 
-COMMANDS = ("serve", "migrate", "load", "approve", "account", "demo_data", "run_demo")
+COMMANDS = ("serve", "migrate", "load", "approve", "account", "idp", "demo_data", "run_demo")
 
 
 def main(argv: list[str] | None = None) -> int:

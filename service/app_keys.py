@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from service.auth.authorization import ApprovalReads
     from service.auth.caller import Caller
     from service.auth.clients.metadata_documents import MetadataClients
+    from service.auth.enterprise.jwks import JwksCache
     from service.auth.tokens import TokenService
     from service.config import Config
     from service.limits.admission import Admission
@@ -60,6 +61,8 @@ ACTIVITY: web.AppKey[ActivityRecorder] = web.AppKey("approval_activity")
 # Client ID Metadata Documents: the per-process cache of accepted (and refused) ones, and
 # the fetch session.
 METADATA_CLIENTS: web.AppKey[MetadataClients] = web.AppKey("metadata_clients")
+# The trusted IdPs' key sets (auth/enterprise/jwks.py).
+IDP_JWKS: web.AppKey[JwksCache] = web.AppKey("idp_jwks")
 # Dynamic registrations per client address (service/limits/registrations.py).
 REGISTRATION_LIMIT: web.AppKey[RegistrationLimit] = web.AppKey("registration_limit")
 # The pages' stylesheet (auth/pages/templates/elova.css), read once at start.

@@ -143,6 +143,9 @@ class Config:
     # private, loopback and link-local addresses (and http on loopback) only for tests and
     # private deployments; a fetched document is reused for at most this long.
     oauth_cimd_allow_private: bool = setting("ELOVA_OAUTH_CIMD_ALLOW_PRIVATE", flag, False)
+    # Whether the metadata says `authorization_response_iss_parameter_supported` (RFC 9207);
+    # `iss` is sent on every redirect either way (some clients refuse the advertisement).
+    oauth_advertise_iss_parameter: bool = setting("ELOVA_OAUTH_ADVERTISE_ISS_PARAMETER", flag, True)
     oauth_cimd_cache_max_seconds: int = setting(
         "ELOVA_OAUTH_CIMD_CACHE_MAX_SECONDS", _cimd_cache_seconds, 300
     )

@@ -370,6 +370,13 @@ class CommandRefused(Exception):
     """A database command's refusal, its message written for a person."""
 
 
+class IdpRefused(CommandRefused):
+    """`elova-mcp idp`: an issuer, key-set URL, domain or option it does not take, a
+    duplicate, or no such IdP (exit status 2: the input is to change)."""
+
+    exit_status = 2
+
+
 class AccountRefused(CommandRefused):
     """`elova-mcp account`: a password, email or name it does not take, or no such account."""
 

@@ -52,6 +52,7 @@ def test_p256_key_is_accepted() -> None:
         ("ELOVA_AUDIT_PEER_BUFFER_BYTES", "0"),
         ("ELOVA_MAX_CONNECTIONS_PER_ADDRESS", "-1"),
         ("ELOVA_SIGNING_KEY", "not a pem"),
+        ("ELOVA_OAUTH_ADVERTISE_ISS_PARAMETER", "sometimes"),
     ],
 )
 def test_malformed_setting_names_the_variable(variable: str, value: str) -> None:

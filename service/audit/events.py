@@ -66,6 +66,7 @@ class Target(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     scopes: list[str] = msgspec.field(default_factory=list)
     client_id: str | None = None
     approval_id: str | None = None
+    idp_issuer: str | None = None  # the trusted IdP an approval was granted through
 
 
 class Arguments(msgspec.Struct, forbid_unknown_fields=True):

@@ -181,6 +181,50 @@ async def consent_granted_by_operator(
     await _write_from_command(cfg, line, f"approval {approval_id} is granted")
 
 
+async def idp_granted(
+    request: web.Request, account_id: uuid.UUID, approval_id: uuid.UUID, client_id: str,
+    workspace_ids: Iterable[uuid.UUID], issuer: str, scope: str,
+) -> None:  # fmt: skip
+    """An approval made or renewed by an ID-JAG from a trusted IdP (its access token issued)."""
+    actor = Actor(account_id=str(account_id), client_id=client_id, approval_id=str(approval_id))
+    target = Target(
+        workspace_ids=[str(w) for w in workspace_ids],
+        scopes=sorted(scope.split()),
+        client_id=client_id,
+        approval_id=str(approval_id),
+        idp_issuer=issuer,
+    )
+    outcome = Outcome("success", 200, reason="idp")
+    line = event(CONSENT_GRANTED, outcome, actor, target=target, context=context_of(request))
+    await record(request.app, line)
+
+
+async def idp_grant_refused(
+    request: web.Request, client_id: str, issuer: str | None, err: OAuthError
+) -> None:
+    """A refused ID-JAG grant: the error, the client and the IdP (null when the assertion
+    names none we trust); never the assertion or its email."""
+    actor = Actor(client_id=client_id, confirmed=False)
+    target = Target(client_id=client_id, idp_issuer=issuer)
+    line = event(CONSENT_GRANTED, _failure(err.status, err.error), actor, target=target,
+                 context=context_of(request))  # fmt: skip
+    await record(request.app, line)
+
+
+async def approvals_revoked_by_idp_removal(
+    cfg: Config, issuer: str, approval_ids: Iterable[uuid.UUID]
+) -> None:
+    """`elova-mcp idp remove`: one line for each approval granted through the IdP."""
+    for approval_id in approval_ids:
+        line = event(
+            APPROVAL_REVOKED,
+            Outcome("success", reason="operator"),
+            Actor(approval_id=str(approval_id), via="cli"),
+            target=Target(approval_id=str(approval_id), idp_issuer=issuer),
+        )
+        await _write_from_command(cfg, line, f"approval {approval_id} is revoked")
+
+
 async def _write_from_command(cfg: Config, line: AuditEvent, done: str) -> None:
     """A command's line, written to the configured file or socket sink before the command
     answers. With the `stdout` sink it is one JSON line on stderr: a command's stdout is its

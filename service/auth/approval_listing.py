@@ -27,6 +27,7 @@ LAST_USE: tuple[str, ...] = (
 
 _ACTIVE = f"""
 SELECT a.id, a.client_id, c.client_name, c.kind, a.scopes, a.created_at, a.updated_at,
+       a.idp_issuer,
        a.expires_at, ws.ids AS workspace_ids, ws.names AS workspace_names,
        GREATEST({", ".join(LAST_USE)}) AS last_used_at
   FROM approvals a
@@ -51,7 +52,7 @@ async def list_active_approvals(
     """The account's unrevoked, unexpired approvals, the most recently renewed first."""
     rows = await conn.fetch(_ACTIVE, account_id)
     activity = await read_approval_activity(conn, [r["id"] for r in rows])
-    return [
+    listed = [
         {
             "approvalId": str(r["id"]),
             "clientId": r["client_id"],
@@ -73,3 +74,7 @@ async def list_active_approvals(
         }
         for r in rows
     ]
+    for item, r in zip(listed, rows, strict=True):
+        if r["idp_issuer"] is not None:  # granted through a trusted IdP (`elova-mcp idp`)
+            item["idpIssuer"] = r["idp_issuer"]
+    return listed

@@ -99,8 +99,13 @@ async def grant_approval(
     workspace_ids: Sequence[uuid.UUID],
     scopes: str | Iterable[str],
     expires: str,
+    idp_issuer: str | None = None,
 ) -> Approval:
-    """Create the (account, client) approval, or update it and increment its generation."""
+    """Create the (account, client) approval, or update it and increment its generation.
+
+    With `idp_issuer` (a grant through a trusted IdP, service/auth/enterprise/) the approval
+    names that IdP, and a renewal of an unrevoked approval that changes neither its
+    workspaces nor its scopes keeps its generation (its tokens and cursors stay valid)."""
     chosen = tuple(dict.fromkeys(workspace_ids))  # keep the order given, drop repeats
     scope_set = parse_scopes(scopes)
     lifetime = parse_expiry(expires)
@@ -141,20 +146,11 @@ async def grant_approval(
                 f"the account already has {active} active approvals, the most allowed;"
                 f" {REVOKE_HINT}"
             )
-        row = await conn.fetchrow(
-            """INSERT INTO approvals (id, account_id, client_id, scopes, expires_at)
-               VALUES ($1, $2, $3, $4, now() + $5)
-               ON CONFLICT (account_id, client_id) DO UPDATE
-                  SET generation = approvals.generation + 1, scopes = EXCLUDED.scopes,
-                      expires_at = EXCLUDED.expires_at, revoked_at = NULL,
-                      revoked_reason = NULL, updated_at = now()
-               RETURNING id, generation, expires_at""",
-            uuid.uuid4(),
-            account_id,
-            client_id,
-            list(scope_set),
-            lifetime,
-        )
+        args = (uuid.uuid4(), account_id, client_id, list(scope_set), lifetime)
+        if idp_issuer is None:
+            row = await conn.fetchrow(_GRANT, *args)
+        else:
+            row = await conn.fetchrow(_GRANT_THROUGH_IDP, *args, idp_issuer, sorted(chosen))
         await conn.execute("DELETE FROM approval_workspaces WHERE approval_id = $1", row["id"])
         await conn.execute(
             "INSERT INTO approval_workspaces (approval_id, workspace_id)"
@@ -171,6 +167,34 @@ async def grant_approval(
         expires_at=row["expires_at"],
         workspace_ids=chosen,
     )
+
+
+_GRANT = """
+    INSERT INTO approvals (id, account_id, client_id, scopes, expires_at)
+    VALUES ($1, $2, $3, $4, now() + $5)
+    ON CONFLICT (account_id, client_id) DO UPDATE
+       SET generation = approvals.generation + 1, scopes = EXCLUDED.scopes,
+           expires_at = EXCLUDED.expires_at, idp_issuer = NULL, revoked_at = NULL,
+           revoked_reason = NULL, updated_at = now()
+    RETURNING id, generation, expires_at
+"""
+# A grant through an IdP: the same upsert, naming the IdP; the generation moves only when
+# the approval was revoked or its scopes or workspaces change.
+_GRANT_THROUGH_IDP = """
+    INSERT INTO approvals (id, account_id, client_id, scopes, expires_at, idp_issuer)
+    VALUES ($1, $2, $3, $4, now() + $5, $6)
+    ON CONFLICT (account_id, client_id) DO UPDATE
+       SET generation = approvals.generation + CASE
+               WHEN approvals.revoked_at IS NULL AND approvals.scopes = EXCLUDED.scopes
+                AND (SELECT coalesce(array_agg(aw.workspace_id ORDER BY aw.workspace_id), '{}')
+                       FROM approval_workspaces aw WHERE aw.approval_id = approvals.id)
+                    = $7::uuid[]
+               THEN 0 ELSE 1 END,
+           scopes = EXCLUDED.scopes, expires_at = EXCLUDED.expires_at,
+           idp_issuer = EXCLUDED.idp_issuer, revoked_at = NULL, revoked_reason = NULL,
+           updated_at = now()
+    RETURNING id, generation, expires_at
+"""
 
 
 def locked_approval(row: asyncpg.Record) -> Approval:

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from service.auth.clients.lookup import metadata_clients_ctx
 from service.auth.clients.retention import client_retention_ctx
+from service.auth.enterprise.grant import jwks_cache_ctx
 from service.auth.oauth import metadata, registration, revocation, token
 from service.auth.oauth.cors import add_cors_routes, with_cors
 from service.auth.pages import approvals_list, authorize, consent, signin
@@ -28,6 +29,7 @@ def setup_oauth(app: web.Application) -> None:
     """Templates, the metadata-document client cache and every authorization-server route."""
     setup_pages(app)
     app.cleanup_ctx.append(metadata_clients_ctx)
+    app.cleanup_ctx.append(jwks_cache_ctx)
     app.cleanup_ctx.append(client_retention_ctx)
     r = app.router
     r.add_get(OAUTH_METADATA_PATH, metadata.serve_metadata)

@@ -50,7 +50,7 @@ async def run_on_database(
     try:
         out = await command(conn)
     except refused as err:
-        return refuse(prog, str(err))
+        return refuse(prog, str(err), getattr(err, "exit_status", 1))
     except asyncpg.UndefinedTableError:
         return refuse(prog, NO_SCHEMA)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:

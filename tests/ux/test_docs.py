@@ -24,6 +24,7 @@ DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 # What each documented default means on the parsed Config (README "Configuration" table).
 DEFAULTS: dict[str, Callable[[Config], object]] = {
     "ELOVA_REDIS_KEY_PREFIX": lambda c: c.redis_key_prefix,
+    "ELOVA_OAUTH_ADVERTISE_ISS_PARAMETER": lambda c: str(c.oauth_advertise_iss_parameter).lower(),
     "ELOVA_HOST": lambda c: c.host,
     "ELOVA_PORT": lambda c: c.port,
     "ELOVA_DRAIN_SECONDS": lambda c: c.drain_seconds,

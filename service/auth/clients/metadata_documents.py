@@ -48,7 +48,7 @@ from service.auth.clients.registry import (
 )
 from service.errors import FetchRefused
 
-GRANT_TYPES = ("authorization_code", "refresh_token")
+GRANT_TYPES = ("authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:jwt-bearer")
 MAX_CACHED = 1000
 REFUSAL_SECONDS = 30.0
 MAX_CONCURRENT_FETCHES = 4
@@ -113,7 +113,10 @@ def validate_document(url: str, body: bytes) -> Accepted:
         raise FetchRefused("a metadata document client must use token_endpoint_auth_method none")
     _check_redirect_uris(doc.redirect_uris)
     if "authorization_code" not in doc.grant_types or set(doc.grant_types) - set(GRANT_TYPES):
-        raise FetchRefused("grant_types must include authorization_code and may add refresh_token")
+        raise FetchRefused(
+            "grant_types must include authorization_code and may add refresh_token"
+            " and the jwt-bearer grant"
+        )
     if doc.response_types != ["code"]:
         raise FetchRefused('response_types must be ["code"]')
     try:

@@ -38,7 +38,7 @@ from service.auth.clients.metadata_fields import (
 )
 from service.auth.clients.names import DEFAULT_CLIENT_NAME, clean_client_name, registered_scope
 from service.auth.clients.registry import redirect_uri_refusal
-from service.auth.oauth.metadata import AUTH_METHODS
+from service.auth.oauth.metadata import AUTH_METHODS, JWT_BEARER
 from service.auth.oauth.responses import error_response, json_response
 from service.edge.client_address import client_address
 from service.errors import RegistrationRefused
@@ -93,9 +93,12 @@ def _check(req: RegistrationRequest) -> tuple[list[str], str, str | None]:
         )  # fmt: skip
     if req.application_type is not None and req.application_type not in APPLICATION_TYPES:
         raise _bad(f"application_type must be web or native, not {req.application_type!r}")
-    unsupported = sorted(set(req.grant_types) - set(GRANT_TYPES))
+    unsupported = sorted(set(req.grant_types) - {*GRANT_TYPES, JWT_BEARER})
     if unsupported or "authorization_code" not in req.grant_types:
-        raise _bad("grant_types must include authorization_code and may add refresh_token only")
+        raise _bad(
+            "grant_types must include authorization_code and may add refresh_token"
+            f" and {JWT_BEARER} only"
+        )
     if req.response_types != ["code"]:
         raise _bad('response_types must be ["code"]')
     try:
@@ -178,6 +181,9 @@ async def register(request: web.Request) -> web.Response:
     issued_at = int(time.time())
     method = req.token_endpoint_auth_method
     secret = secrets.token_urlsafe(32) if method != "none" else None
+    # The ID-JAG grant only for a client that asks for it (the answer of the others is as
+    # it always was).
+    grants = [*GRANT_TYPES, JWT_BEARER] if JWT_BEARER in req.grant_types else list(GRANT_TYPES)
     await request.app[DB_POOL].execute(
         "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, kind,"
         " token_endpoint_auth_method, client_secret_hash, grant_types, response_types,"
@@ -188,7 +194,7 @@ async def register(request: web.Request) -> web.Response:
         uris,
         method,
         hash_client_secret(secret) if secret is not None else None,
-        list(GRANT_TYPES),
+        grants,
         scope,
         msgspec.json.encode(kept).decode(),
     )
@@ -199,7 +205,7 @@ async def register(request: web.Request) -> web.Response:
         "client_name": name,
         "redirect_uris": uris,
         "token_endpoint_auth_method": method,
-        "grant_types": list(GRANT_TYPES),
+        "grant_types": grants,
         "response_types": ["code"],
         **kept,
     }

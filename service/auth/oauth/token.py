@@ -1,4 +1,5 @@
-"""The token endpoint: authorization code exchange and refresh-token rotation.
+"""The token endpoint: authorization code exchange, refresh-token rotation, and the JWT
+bearer grant of an ID-JAG from a trusted IdP (auth/enterprise/grant.py: no refresh token).
 
 Public clients identify themselves with `client_id` alone (PKCE proves the code's owner,
 rotation protects refresh tokens). Every answer is JSON with `Cache-Control: no-store`.
@@ -13,12 +14,20 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiMapping
 
-from service.app_keys import CONFIG, DB_POOL, METRICS, TOKENS
+from service.app_keys import CONFIG, DB_POOL, IDP_JWKS, METRICS, REDIS, TOKENS
 from service.audit import oauth_events as audit
 from service.auth.approvals import IssuedTokens, rotate_refresh_token
+from service.auth.clients.registry import Client
+from service.auth.enterprise.grant import (
+    GrantContext,
+    IdpGrant,
+    jwt_bearer_grant,
+    trusted_issuer,
+)
 from service.auth.oauth.authorization_requests import same_resource
 from service.auth.oauth.client_authentication import authenticated_client
 from service.auth.oauth.codes import redeem_code
+from service.auth.oauth.metadata import JWT_BEARER
 from service.auth.oauth.responses import (
     error_response,
     json_response,
@@ -42,16 +51,46 @@ def _asked_scopes(params: MultiMapping[Any]) -> frozenset[str] | None:
     return frozenset(asked.split()) if asked and not asked.isspace() else None
 
 
-def _answer(issued: IssuedTokens) -> web.Response:
-    return json_response(
-        {
-            "access_token": issued.access_token,
-            "token_type": "Bearer",
-            "expires_in": issued.expires_in,
-            "refresh_token": issued.refresh_token,
-            "scope": issued.scope,
-        }
-    )
+def _answer(issued: IssuedTokens | IdpGrant) -> web.Response:
+    """The tokens; an ID-JAG grant has no refresh token (auth/enterprise/grant.py)."""
+    body: dict[str, Any] = {
+        "access_token": issued.access_token,
+        "token_type": "Bearer",
+        "expires_in": issued.expires_in,
+    }
+    if isinstance(issued, IssuedTokens):
+        body["refresh_token"] = issued.refresh_token
+    body["scope"] = issued.scope
+    return json_response(body)
+
+
+GRANT_TYPES = ("authorization_code", "refresh_token", JWT_BEARER)
+
+
+async def _id_jag_grant(
+    request: web.Request, conn: Any, client: Client, params: MultiMapping[Any]
+) -> web.Response:
+    """The JWT bearer grant; each refusal is audited (never with the assertion)."""
+    app = request.app
+    cfg = app[CONFIG]
+    issuer: str | None = None
+    try:
+        assertion = _required(params, "assertion")
+        idp = await trusted_issuer(conn, assertion)
+        issuer = idp.issuer
+        ctx = GrantContext(
+            tokens=app[TOKENS], jwks=app[IDP_JWKS], redis=app.get(REDIS, None),
+            key_prefix=cfg.redis_key_prefix, our_issuer=cfg.issuer,
+            resource_ok=lambda sent: same_resource(sent, cfg.mcp_resource),
+        )  # fmt: skip
+        granted = await jwt_bearer_grant(conn, ctx, idp, client, assertion, _asked_scopes(params))
+    except OAuthError as err:
+        await audit.idp_grant_refused(request, client.client_id, issuer, err)
+        raise
+    approval = granted.approval
+    await audit.idp_granted(request, approval.account_id, approval.id, approval.client_id,
+                            approval.workspace_ids, granted.issuer, granted.scope)  # fmt: skip
+    return _answer(granted)
 
 
 def _failure_reason(err: OAuthError) -> str:
@@ -69,9 +108,10 @@ async def token(request: web.Request) -> web.Response:
     try:
         params = await read_form(request, "token request")
         grant_type = _required(params, "grant_type")
-        if grant_type not in ("authorization_code", "refresh_token"):
+        if grant_type not in GRANT_TYPES:
             raise OAuthError(
-                "unsupported_grant_type", "grant_type must be authorization_code or refresh_token"
+                "unsupported_grant_type",
+                f"grant_type must be authorization_code, refresh_token or {JWT_BEARER}",
             )
         async with app[DB_POOL].acquire() as conn:
             # Operator clients (from `elova-mcp approve`) may refresh: they registered only
@@ -88,6 +128,8 @@ async def token(request: web.Request) -> web.Response:
                     "invalid_target",
                     f"this server issues tokens only for {app[CONFIG].mcp_resource}",
                 )
+            if grant_type == JWT_BEARER:
+                return await _id_jag_grant(request, conn, client, params)
             if grant_type == "authorization_code":
                 try:
                     issued = await redeem_code(

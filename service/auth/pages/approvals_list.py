@@ -38,7 +38,7 @@ REGISTERED_DYNAMICALLY = "Dynamic client registration"
 
 _LIST = """
     SELECT a.id, a.client_id, c.client_name, c.kind, c.redirect_uris, a.scopes,
-           a.created_at, a.expires_at,
+           a.created_at, a.expires_at, a.idp_issuer,
            coalesce((SELECT array_agg(w.name ORDER BY w.name, w.id)
                        FROM approval_workspaces aw
                        JOIN workspaces w ON w.id = aw.workspace_id
@@ -90,6 +90,7 @@ async def _approvals(
                 "hosts": client_hosts(r["client_id"], list(r["redirect_uris"])),
                 "registered_by": registered_by(r["client_id"], r["kind"]),
                 "scopes": list(r["scopes"]),
+                "idp": r["idp_issuer"],  # granted by the organization's IdP, or None
                 "workspaces": list(r["workspace_names"]),
                 "created": _date(r["created_at"]),
                 "expires": _date(r["expires_at"]),
