@@ -24,7 +24,7 @@ from service.app import create_app
 from service.auth.enterprise import jwks
 from service.config import Config
 from tests.auth.browser_flow import OAuth
-from tests.auth.enterprise.idp import TestIdp
+from tests.auth.enterprise.idp import LoopbackIdp
 from tests.auth.flow import Account, seed_account
 from tests.auth.helpers import ClientFactory
 from tests.auth.test_cli import ELOVA
@@ -51,7 +51,7 @@ async def idp_cli(cfg: Config, *args: str, sink: str | None = None) -> tuple[int
 @dataclass
 class Enterprise:
     oauth: OAuth
-    idp: TestIdp
+    idp: LoopbackIdp
     idp_url: str
     domain: str
     client_id: str
@@ -100,7 +100,7 @@ async def enterprise(
     cfg = make_config(OAUTH_CIMD_ALLOW_PRIVATE="true", AUDIT_SINK=f"file:{audit_file}")
     oauth = OAuth(await aiohttp_client(create_app(cfg)), cfg)
     tag = uuid.uuid4().hex[:10]
-    idp = TestIdp(audience=cfg.issuer, resource=cfg.mcp_resource,
+    idp = LoopbackIdp(audience=cfg.issuer, resource=cfg.mcp_resource,
                   issuer=f"https://idp-{tag}.example.test")  # fmt: skip
     server = await aiohttp_server(idp.app())
     domain = f"corp-{tag}.test"

@@ -47,7 +47,7 @@ def rsa_key(kid: str | None = None) -> Key:
 
 
 @dataclass
-class TestIdp:
+class LoopbackIdp:
     """The IdP's keys (the first signs), its people (subject → email), and its policy of
     which client gets which scopes."""
 
@@ -57,6 +57,9 @@ class TestIdp:
     people: dict[str, str] = field(default_factory=dict)
     issuer: str = ISSUER
     jwks_fetches: int = 0
+    # The AI clients registered at the IdP → their client id at the resource's server.
+    clients: dict[str, str] = field(default_factory=dict)
+    exchanges: list[dict[str, str]] = field(default_factory=list)
 
     def jwks(self) -> dict[str, Any]:
         return {"keys": [k.public_jwk() for k in self.keys]}
@@ -106,11 +109,14 @@ class TestIdp:
         subject = str(form.get("subject_token", ""))
         if subject not in self.people:
             return web.json_response({"error": "invalid_grant"}, status=400)
-        client_id = str(form.get("client_id") or form.get("audience_client_id") or "")
+        self.exchanges.append({k: str(v) for k, v in form.items() if k != "subject_token"})
+        client_id = str(form.get("client_id") or "")
         scope = form.get("scope")
         assertion = self.id_jag(
-            sub=subject, client_id=client_id or "unknown",
+            sub=subject, client_id=self.clients.get(client_id, client_id),
             scope=str(scope) if scope else "workspaces:read n8n:read",
+            aud=str(form.get("audience") or self.audience),
+            resource=str(form.get("resource") or self.resource),
         )  # fmt: skip
         return web.json_response(
             {"access_token": assertion, "issued_token_type": ID_JAG_TYPE,
