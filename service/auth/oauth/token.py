@@ -129,7 +129,9 @@ async def token(request: web.Request) -> web.Response:
                     f"this server issues tokens only for {app[CONFIG].mcp_resource}",
                 )
             if grant_type == JWT_BEARER:
-                return await _id_jag_grant(request, conn, client, params)
+                answer = await _id_jag_grant(request, conn, client, params)
+                app[METRICS].token_issued("jwt_bearer")
+                return answer
             if grant_type == "authorization_code":
                 try:
                     issued = await redeem_code(

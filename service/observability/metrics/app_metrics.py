@@ -166,7 +166,7 @@ class Metrics(Families):
         count(child)
 
     def token_issued(self, grant: str) -> None:
-        """grant: authorization_code | refresh_token | operator."""
+        """grant: authorization_code | refresh_token | operator | jwt_bearer (an ID-JAG)."""
         self.tokens.labels(bounded(grant, GRANTS)).inc()
 
     def db_call(self, operation: str, seconds: float, error: bool) -> None:

@@ -56,7 +56,7 @@ AUTH_REASONS = (
     "insufficient_scope",
     "other",
 )
-GRANTS = ("authorization_code", "refresh_token", "operator")
+GRANTS = ("authorization_code", "refresh_token", "operator", "jwt_bearer")
 SHED_REASONS = ("loop_lag", "inflight")
 CONNECTION_CUTS = (
     "header_timeout",

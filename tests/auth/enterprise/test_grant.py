@@ -342,3 +342,21 @@ async def test_the_token_exchange_of_the_test_idp(enterprise: Enterprise) -> Non
     exchanged = await resp.json()
     assert exchanged["issued_token_type"] == ID_JAG_TYPE
     await _ok(await e.grant(exchanged["access_token"]))
+
+
+async def test_a_public_client_sends_its_client_id_alone(enterprise: Enterprise) -> None:
+    e = enterprise
+    await e.trust()
+    public = await e.oauth.register(grant_types=["authorization_code", JWT_BEARER])
+    form = {
+        "grant_type": JWT_BEARER,
+        "client_id": public.client_id,
+        "assertion": e.id_jag(client_id=public.client_id),
+        "resource": e.oauth.resource,
+    }
+    got = await _ok(await e.oauth.http.post("/token", data=form))
+    assert "refresh_token" not in got
+    # a client that did not register the grant may not use it
+    plain = await e.oauth.register()
+    form |= {"client_id": plain.client_id, "assertion": e.id_jag(client_id=plain.client_id)}
+    await _refused(await e.oauth.http.post("/token", data=form), "unauthorized_client")
