@@ -12,6 +12,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 
+import pytest
 from aiohttp.test_utils import TestServer
 
 from service.app import create_app
@@ -25,6 +26,7 @@ from tests.clients.node import TS_DIR, run
 from tests.support.server import free_port
 
 
+@pytest.mark.slow
 async def test_typescript_cross_app_access_provider_end_to_end(
     node_env: dict[str, str],
     aiohttp_client: ClientFactory,
