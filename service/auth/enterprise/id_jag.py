@@ -11,10 +11,11 @@ logged or quoted.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import jwt
 
@@ -115,6 +116,11 @@ def _text(claims: dict[str, Any], name: str) -> str:
     return value
 
 
+def _instant(value: object) -> TypeGuard[int | float]:
+    """A NumericDate: a finite number (json reads NaN and Infinity too), not a boolean."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _claims(
     claims: dict[str, Any],
     issuer: str,
@@ -132,9 +138,9 @@ def _claims(
     client_id = _text(claims, "client_id")
     jti = _text(claims, "jti")
     exp, iat = claims.get("exp"), claims.get("iat")
-    if not isinstance(exp, int | float) or isinstance(exp, bool):
+    if not _instant(exp):
         raise refused("the assertion has no exp")
-    if not isinstance(iat, int | float) or isinstance(iat, bool):
+    if not _instant(iat):
         raise refused("the assertion has no iat")
     if exp + SKEW_SECONDS <= now:
         raise refused("the assertion has expired")
