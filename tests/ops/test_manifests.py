@@ -3,7 +3,9 @@ supported Kubernetes, and say what production needs (probes, drain, hardening, p
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -145,6 +147,51 @@ def test_network_policy_admits_only_app_and_metrics_ports(overlay: str) -> None:
     assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(
         block["except"]
     )
+
+
+def _serving_peers(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """The peers of every ingress rule that opens the serving port (8080); an empty `from`
+    (any source) is one peer that matches everything."""
+    peers: list[dict[str, Any]] = []
+    for rule in policy["spec"]["ingress"]:
+        if any(p["port"] in (8080, "http") for p in rule.get("ports") or [{"port": 8080}]):
+            peers.extend(rule.get("from") or [{}])
+    return peers
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_serving_port_admits_only_the_ingress_controller(overlay: str) -> None:
+    """Issue 54, finding 6: any pod that reaches port 8080 from the trusted range picks its
+    client address (X-Forwarded-For); only the controller's pods may reach it."""
+    peers = _serving_peers(one(rendered(overlay), "NetworkPolicy", "elova-mcp"))
+    assert peers
+    for peer in peers:
+        assert set(peer) == {"namespaceSelector", "podSelector"}, peer
+        namespace = peer["namespaceSelector"]["matchLabels"]
+        assert namespace == {"kubernetes.io/metadata.name": "ingress-nginx"}
+        assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+
+
+def test_an_open_serving_rule_would_be_caught() -> None:
+    # Guards the guard: the rule of before issue 54 (the port, no `from`) is one open peer.
+    policy = {"spec": {"ingress": [{"ports": [{"port": 8080, "protocol": "TCP"}]}]}}
+    assert _serving_peers(policy) == [{}]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_proxy_trust_is_no_wider_than_documented(overlay: str) -> None:
+    """ELOVA_TRUSTED_PROXIES is the range docs/deploying.md names (the controller's pods),
+    never a whole private block such as 10.0.0.0/8."""
+    guide = (ROOT / "docs" / "deploying.md").read_text()
+    found = re.search(r"The base sets\s+`([^`]+)`", guide)
+    assert found, "docs/deploying.md names the default trusted range"
+    documented = ipaddress.ip_network(found[1])
+    data = one(rendered(overlay), "ConfigMap", "elova-mcp")["data"]
+    networks = read_trusted_proxies(data).networks
+    assert networks
+    for network in networks:
+        assert network.is_private and network.prefixlen >= 16, network
+        assert network.subnet_of(documented), (network, documented)  # type: ignore[arg-type]
 
 
 # The fields of the ServiceMonitor we use, from the Prometheus Operator CRD (v1).

@@ -75,3 +75,21 @@ def test_image_version_and_host_match() -> None:
     ingress = _yaml(K8S / "overlays" / "production" / "ingress.yaml")[0]
     host = ingress["spec"]["rules"][0]["host"]
     assert f"https://{host}/readyz" in GUIDE
+
+
+def test_network_policy_patches_it_shows_name_the_rules_they_mean() -> None:
+    """The guide's patches of the NetworkPolicy (the ingress controller's peers, the
+    monitoring namespace) address fields of the base policy, by the ports they open."""
+    policy = next(
+        d
+        for d in _yaml(K8S / "base" / "networkpolicy.yaml")
+        if d["metadata"]["name"] == "elova-mcp"
+    )
+    ingress = policy["spec"]["ingress"]
+    paths = re.findall(r"path: (/spec/ingress/\S+)", GUIDE)
+    assert "/spec/ingress/0/from" in paths
+    for path in paths:
+        index = int(path.split("/")[3])
+        assert "from" in ingress[index], path
+    ports = {int(p.split("/")[3]): ingress[int(p.split("/")[3])]["ports"][0]["port"] for p in paths}
+    assert ports == {0: 8080, 1: 9090}
