@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+from importlib import metadata
 
 from service.cli.failures import explain, report
 
@@ -21,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="elova-mcp", description="Read-only MCP server for retained Elova n8n metadata."
     )
+    parser.add_argument("--version", action="version", version=f"elova-mcp {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name in COMMANDS:
@@ -38,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         if failure is None:
             raise  # a bug: its traceback is the report
         return report(f"elova-mcp {args.command}", failure)
+
+
+def _version() -> str:
+    """The installed distribution's version (the package is always installed: pip, the
+    image, `make install`); "unknown" for a bare source tree on sys.path."""
+    try:
+        return metadata.version("elova-mcp")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 if __name__ == "__main__":
