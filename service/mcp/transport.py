@@ -3,7 +3,8 @@
 POST: Origin/Host → 403, Accept → 406, Content-Type → 415, size → 413, JSON → 400,
 era headers → 400, session header (2025 revisions) → 400, bearer token → 401, then
 service/mcp/dispatch.py (authorization, session, limits, the method).
-DELETE ends a session (2025 revisions); GET and the rest → 405 (no standalone stream);
+DELETE ends a session (2025 revisions); GET and the rest → 405 (no standalone stream), but
+a browser's GET gets a page saying what this URL is (browser_page.py);
 OPTIONS answers a CORS preflight from an allowed origin. Responses are `application/json`,
 never SSE; notifications get 202 with no body.
 """
@@ -25,6 +26,7 @@ from service.edge.request_ids import new_request_id
 from service.errors import AuthError, ProtocolError
 from service.mcp import error_boundary, guards
 from service.mcp.audit_line import audited
+from service.mcp.browser_page import endpoint_page, is_browser_visit
 from service.mcp.dispatch import KNOWN_METHODS, dispatch, end_session
 from service.mcp.envelope import Incoming, check_modern, parse
 from service.mcp.rpc import Answer, Call
@@ -80,6 +82,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return _reply(request, await delete(request, app, rid))
     if request.method == "OPTIONS" and origin is not None:
         return _preflight(request)
+    if is_browser_visit(request):
+        return endpoint_page(request)
     refusal = error_boundary.refused(
         405, "Method Not Allowed", headers={hdrs.ALLOW: ALLOWED_METHODS}
     )

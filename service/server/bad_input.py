@@ -17,7 +17,7 @@ from aiohttp import hdrs, web
 from service.app_keys import CONFIG
 from service.auth.oauth.cors import ALLOW_ORIGIN
 from service.auth.oauth.responses import FORM, error_response
-from service.auth.pages.rendering import error_page
+from service.auth.pages.rendering import error_page, wants_html
 from service.edge.paths import (
     APPROVALS_PATH,
     JWKS_PATH,
@@ -32,7 +32,6 @@ from service.edge.paths import (
 from service.edge.text_rule import all_text, is_text, json_has_nul, urlencoded_is_text
 from service.errors import OAuthError
 from service.mcp import protocol as p
-from service.server.error_pages import wants_html
 
 log = logging.getLogger(__name__)
 

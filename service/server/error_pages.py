@@ -16,13 +16,12 @@ import logging
 from aiohttp import hdrs, web
 
 from service.app_keys import REQUEST_ID
-from service.auth.pages.rendering import error_page
+from service.auth.pages.rendering import error_page, wants_html
 from service.edge.paths import APPROVALS_PATH
 from service.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _JSON_ERRORS = {404: "not_found", 405: "method_not_allowed"}
 _PAGES = {
     404: ("Page not found", "There is no page at this address. Check the link."),
@@ -33,27 +32,6 @@ _PAGES = {
     413: ("The form is too large", "Go back and send a shorter form."),
     503: ("Elova is busy", "Your request could not be completed right now. Try again in a moment."),
 }
-
-
-def wants_html(request: web.Request) -> bool:
-    """A browser: a request whose Accept header names `text/html` (or XHTML) with a
-    non-zero quality; curl's `*/*` and API clients get JSON."""
-    for item in request.headers.get("Accept", "").split(","):
-        media, _, params = item.partition(";")
-        if media.strip().lower() in _HTML_TYPES:
-            return _quality(params) > 0
-    return False
-
-
-def _quality(params: str) -> float:
-    for param in params.split(";"):
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "q":
-            try:
-                return float(value)
-            except ValueError:
-                return 0.0
-    return 1.0
 
 
 def _html_error(request: web.Request, status: int, reason: str) -> web.Response:

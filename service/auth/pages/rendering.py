@@ -33,6 +33,30 @@ _CSP_SOURCE = re.compile(
 )
 
 
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def wants_html(request: web.Request) -> bool:
+    """A browser: a request whose Accept header names `text/html` (or XHTML) with a
+    non-zero quality; curl's `*/*` and API clients get JSON."""
+    for item in request.headers.get("Accept", "").split(","):
+        media, _, params = item.partition(";")
+        if media.strip().lower() in _HTML_TYPES:
+            return _quality(params) > 0
+    return False
+
+
+def _quality(params: str) -> float:
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0
+    return 1.0
+
+
 def content_security_policy(form_targets: Iterable[str | None] = ()) -> str:
     """The pages' policy; `form_targets` are redirect origins (clients.redirect_origin)."""
     valid = [t for t in form_targets if t is not None and _CSP_SOURCE.fullmatch(t)]

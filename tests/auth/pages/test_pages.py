@@ -40,8 +40,9 @@ async def test_wrong_methods_keep_allow_and_api_answers_stay_json(oauth: OAuth) 
     resp = await oauth.http.get("/token", headers=API)
     assert resp.status == 405 and (await resp.json())["error"] == "method_not_allowed"
     assert "POST" in resp.headers["Allow"]
-    # /mcp answers its own 405 (JSON-RPC), for a browser too; OAuth JSON errors unchanged.
-    mcp = await oauth.http.get("/mcp", headers=HTML)
+    # /mcp answers its own 405 (JSON-RPC), for a browser too, but for a browser's GET, which
+    # gets the page of tests/mcp/test_browser_page.py (issue 54); OAuth JSON errors unchanged.
+    mcp = await oauth.http.put("/mcp", headers=HTML)
     assert mcp.status == 405 and mcp.content_type == "application/json"
     assert (await mcp.json())["error"]["message"] == "Method Not Allowed"
     token = await oauth.http.post("/token", data={"grant_type": "nope"}, headers=HTML)
