@@ -1,7 +1,9 @@
-"""The innermost middleware: the answer of a request whose input is not text, whose audit
-line found no room, or whose handler raised an HTTP error or failed unexpectedly.
+"""The innermost middleware: the answer of a request made while the database is not
+migrated, whose input is not text, whose audit line found no room, or whose handler raised
+an HTTP error or failed unexpectedly.
 
-Each answer is its own module's: service/server/bad_input.py (bytes that are not text, in
+Each answer is its own module's: service/server/schema_gate.py (the 503 naming
+`elova-mcp migrate`), service/server/bad_input.py (bytes that are not text, in
 the route's error shape), service/audit (the JSON 503 with Retry-After when the audit queue
 stays full), service/server/error_pages.py (404/405/413, that 503 and a crash: a page for a
 browser, JSON for the rest). Why they share one layer: docs/decisions/scale.md, "Throughput:
@@ -18,6 +20,7 @@ from service.audit.trail import unavailable_answer
 from service.errors import AuditUnavailable
 from service.server.bad_input import refused_input, refused_text
 from service.server.error_pages import crash_page, http_error_answer, unavailable_page
+from service.server.schema_gate import refused_unmigrated
 from service.store.failures import NOT_TEXT
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -33,7 +36,7 @@ async def answer_errors(request: web.Request, handler: Handler) -> web.StreamRes
     middleware's JSON 500)."""
     try:
         try:
-            refusal = await refused_input(request)
+            refusal = await refused_unmigrated(request) or await refused_input(request)
             if refusal is not None:
                 return refusal
             return await handler(request)

@@ -37,6 +37,11 @@ class DrainState:
 
     draining: bool = False
     migrated: bool = False  # the schema was seen at this release's version
+    # Until then: when it was last read, what that said, and what was last logged (a
+    # warning once, then only when the outcome or the version changes).
+    schema_checked_at: float = float("-inf")
+    schema_outcome: str = "unknown"
+    schema_logged: tuple[str, int | None] | None = None
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -65,7 +70,7 @@ async def readiness(app: web.Application) -> web.Response:
         return web.json_response({"status": "draining"}, status=503)
     # Both at once, each bounded: the answer comes within about one check timeout.
     postgresql, redis = await asyncio.gather(_check_postgresql(app), _check_redis(app))
-    schema = await _check_schema(app) if postgresql == "ok" else "ok"
+    schema = await check_schema(app) if postgresql == "ok" else "ok"
     fleet = _check_fleet(app)
     ready = postgresql == "ok" and schema == "ok" and fleet == "ok"
     body = {"status": "ready" if ready else "not_ready", "postgresql": postgresql, "redis": redis}
@@ -98,27 +103,50 @@ def _check_fleet(app: web.Application) -> str:
     return "ok" if fleet is None or fleet.holds_lease else "no_lease"
 
 
-async def _check_schema(app: web.Application) -> str:
+async def check_schema(app: web.Application, *, reuse_seconds: float = 0.0) -> str:
     """ok once the schema is at this release's version, else not_migrated (unknown when the
-    check itself failed)."""
+    check itself failed). Until it is, an answer read less than `reuse_seconds` ago is
+    reused (the requests refused meanwhile, service/server/schema_gate.py, read it at most
+    that often); readiness reads it afresh."""
     state = app[DRAIN]
     if state.migrated:
         return "ok"
+    now = time.monotonic()
+    if now - state.schema_checked_at < reuse_seconds:
+        return state.schema_outcome
+    state.schema_checked_at = now
     pool = app[DB_POOL]
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_SECONDS), pool.acquire() as conn:
             version = await applied_version(conn)
     except Exception as err:
-        log.warning("readiness: schema check failed", extra={"error_type": type(err).__name__})
+        if _changed(state, "unknown", None):
+            log.warning("readiness: schema check failed", extra={"error_type": type(err).__name__})
+        state.schema_outcome = "unknown"
         return "unknown"
     if version < release_version():
-        log.warning(
-            "readiness: the database schema is not at this release's version: run migrate",
-            extra={"schema_version": version, "release_schema_version": release_version()},
-        )
+        if _changed(state, "not_migrated", version):
+            log.warning(
+                "the database schema is not at this release's version: run `elova-mcp migrate`",
+                extra={"schema_version": version, "release_schema_version": release_version()},
+            )
+        state.schema_outcome = "not_migrated"
         return "not_migrated"
+    if state.schema_logged is not None:
+        log.info(
+            "the database schema is at this release's version", extra={"schema_version": version}
+        )
     state.migrated = True
+    state.schema_outcome = "ok"
     return "ok"
+
+
+def _changed(state: DrainState, outcome: str, version: int | None) -> bool:
+    """Whether this outcome differs from the one last logged (and remember it)."""
+    if state.schema_logged == (outcome, version):
+        return False
+    state.schema_logged = (outcome, version)
+    return True
 
 
 async def _select_one(pool: asyncpg.Pool) -> None:
@@ -205,4 +233,4 @@ async def _check_schema_at_start(app: web.Application) -> None:
     """Read the schema's version once before serving, so a migrated replica's first probe
     needs no extra query (a probe that comes while the loop lags must not fail on it)."""
     if app.get(DB_POOL) is not None:
-        await _check_schema(app)
+        await check_schema(app)
