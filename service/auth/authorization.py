@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from service.auth.caller import Caller
+from service.edge.waiters import waiting as queued
 from service.errors import InsufficientScope, InvalidToken, Unavailable
 from service.store.failures import STORE_FAILED
 from service.store.reads.approvals import read_approval_state
@@ -113,7 +114,8 @@ class ApprovalReads:
     starts after the current one ends and answers all of them. Each answer therefore comes
     from a read that began after its request arrived (a revocation committed before a
     request is seen by it), and an approval flooding one replica costs one read at a time
-    instead of one a request."""
+    instead of one a request. A request waiting behind another's read is a waiter, not in
+    flight, for load shedding (service/edge/waiters.py)."""
 
     def __init__(
         self, pool: Callable[[], asyncpg.Pool], timer: DependencyTimer, timeout: float
@@ -136,8 +138,11 @@ class ApprovalReads:
             if approval_id not in self._reading:
                 self._reading.add(approval_id)
                 loop.create_task(self._read_while_waited(approval_id))
+                waiting.append(mine)
+                return await mine  # its own read: in flight
         waiting.append(mine)
-        return await mine
+        with queued():  # behind another request's read, holding nothing: a waiter
+            return await mine
 
     async def _read_while_waited(self, approval_id: uuid.UUID) -> None:
         waiting: list[asyncio.Future[Mapping[str, Any] | None]] = []

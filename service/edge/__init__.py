@@ -1,2 +1,2 @@
 """The request's vocabulary: header names, route paths, request ids, the client's
-address and the bad-bytes rule of text. Modules: docs/architecture.md."""
+address, the bad-bytes rule of text and a request's waits. Modules: docs/architecture.md."""

@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from service.auth.caller import Caller
+from service.edge.waiters import waiting
 from service.errors import LimitExceeded
 from service.limits.breaker import CircuitBreaker, State
 from service.limits.budget import ACCOUNT, APPROVAL, Budget, Decision
@@ -66,8 +67,9 @@ class Admission:
     answers instead (docs/limits.md).
 
     A request over a concurrency cap (`global`, `account`) waits a short, bounded time for a
-    slot before its 429 (ELOVA_LIMIT_SLOT_WAIT_MS, at most half its deadline), in arrival
-    order within the replica, holding nothing while it waits.
+    slot before its 429 (ELOVA_LIMIT_SLOT_WAIT_MS, at most half its deadline), holding
+    nothing while it waits: in arrival order within its account, and for a replica slot in
+    a fair queue across accounts (the account holding the fewest slots first).
 
     `begin` and `settle` are `acquire` in two steps: the script call is sent at once and the
     request's work runs while its reply is on the way; the reply decides before the answer
@@ -93,7 +95,9 @@ class Admission:
         lease_seconds = limits.request_deadline_seconds + limits.lease_grace_seconds
         self._calls = ScriptCalls(key_prefix, limits, round(lease_seconds * 1000), key_layout)
         self._local = LocalLimiter.share(limits, limits.expected_replicas)
-        self.slots = ReplicaSlots(limits.global_concurrency, limits.waiters)
+        self.slots = ReplicaSlots(
+            limits.global_concurrency, limits.waiters, limits.waiters_per_account
+        )
         self._waits = SlotWaits(limits.waiters, limits.waiters_per_account)
         # The wait takes at most half the request's deadline: the rest is the work's, and a
         # refused request is answered its 429 well before the deadline's 503.
@@ -170,18 +174,18 @@ class Admission:
             waited = wait is not None
             while True:
                 if answer is None:
-                    waited = await self._slot_for_try(started, until, final) or waited
+                    waited = await self._slot_for_try(caller, started, until, final) or waited
                     answer = await self._ask(request_id, caller)
                 try:
                     outcome = self._decided(answer, request_id, caller)
                 except BaseException:
-                    self.slots.give_back()
+                    self.slots.give_back(caller.account_id)
                     raise
                 answer = None
                 if isinstance(outcome, Grant):
                     self._waited(waited, started, admitted=True)
                     return outcome
-                self.slots.give_back()
+                self.slots.give_back(caller.account_id)
                 decision, shared = outcome
                 if decision.limit != ACCOUNT or final or self._wait_seconds <= 0:
                     self._waited(waited, started, admitted=False)
@@ -191,7 +195,9 @@ class Admission:
                     if wait is None:  # too many wait already: refused at once
                         raise self._refused(decision, shared, caller)
                 waited = True
-                if not await wait.next_try(until):
+                with waiting():
+                    tried = await wait.next_try(until)
+                if not tried:
                     self._waited(waited, started, admitted=False)
                     raise self._refused(decision, shared, caller)
         finally:
@@ -208,37 +214,45 @@ class Admission:
         if wait is None:
             return None, False
         try:
-            return wait, not await wait.next_try(until)
+            with waiting():
+                return wait, not await wait.next_try(until)
         except BaseException:
             self._waits.leave(wait)
             raise
 
-    async def _slot_for_try(self, started: float, until: float, final: bool) -> bool:
+    async def _slot_for_try(
+        self, caller: Caller, started: float, until: float, final: bool
+    ) -> bool:
         """A replica slot for this try; True when it had to wait for one. A request whose
         wait behind its account's requests is over (`final`) does not wait for one: it is
         refused for its account's cap, the limit it waited for (the replica's slots are then
         mostly its account's other last tries), not `global`."""
-        if self._replica_slot():
+        if self._replica_slot(caller.account_id):
             return False
         if final:
             self._waited(True, started, admitted=False)
             raise self._refusals.account_full(self._shared is not None and not self.degraded)
-        await self._replica_slot_within(started, until)
+        await self._replica_slot_within(caller.account_id, started, until)
         return True
 
-    async def _replica_slot_within(self, started: float, until: float) -> None:
-        """One of this replica's slots, waited for in arrival order until `until`; the
+    async def _replica_slot_within(self, account: UUID, started: float, until: float) -> None:
+        """One of this replica's slots, waited for in its fair queue until `until`; the
         `global` 429 when none came."""
-        if self._wait_seconds <= 0 or not await self.slots.wait(until):
+        if self._wait_seconds <= 0:
+            got = False
+        else:
+            with waiting():
+                got = await self.slots.wait(until, account)
+        if not got:
             self._waited(True, started, admitted=False)
             raise self._refusals.replica_full(self.slots.capacity)
 
-    def _replica_slot(self) -> bool:
+    def _replica_slot(self, account: UUID) -> bool:
         """One of this replica's slots now, if one is free and nobody waits for one (a
         lapsed fleet lease is noticed here first)."""
         if self.fleet is not None and self._shared is not None:
             self.fleet.expire_if_due()
-        return self.slots.take()
+        return self.slots.take(account)
 
     async def _ask(self, request_id: str, caller: Caller) -> Decision | object | None:
         """The shared limiter's answer; None to let the per-process limiter answer."""
@@ -274,7 +288,7 @@ class Admission:
             or self._waits.ahead(caller.account_id)
         ):
             return None
-        if not self._replica_slot():
+        if not self._replica_slot(caller.account_id):
             return None
         return shared.submit(request_id, caller)
 
@@ -285,14 +299,14 @@ class Admission:
         try:
             answer = await self._shared.decision(admitting)
         except BaseException:
-            self.slots.give_back()
+            self.slots.give_back(admitting.caller.account_id)
             raise
         return await self._admit(admitting.request_id, admitting.caller, answer)
 
     def abandon(self, admitting: Admitting) -> None:
         """`begin`'s request ended before `settle` (cancelled, past its deadline): what the
         script decided is undone (shared_limiter.py), and its replica slot freed."""
-        self.slots.give_back()
+        self.slots.give_back(admitting.caller.account_id)
         if self._shared is not None:
             self._shared.abandon(admitting)
 
@@ -346,7 +360,7 @@ class Admission:
         if grant.released:
             return None
         grant.released = True
-        self.slots.give_back()
+        self.slots.give_back(grant.account_id)
         if not grant.shared:
             self._local.release(grant.request_id)
             self._waits.freed(grant.account_id)

@@ -5,7 +5,8 @@ A request refused `account` waits up to ELOVA_LIMIT_SLOT_WAIT_MS before its 429
 (docs/limits.md), holding nothing while it waits: no lease, no token, no replica slot.
 `SlotWaits` keeps the queues, `SlotWait` one request's place. Why a wait, and why these
 choices: docs/decisions/limits.md, "Admission that grows with the fleet", The wait for a
-slot.
+slot. While it waits (here or for a replica slot) a request is a waiter, not in flight, for
+load shedding (service/edge/waiters.py).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ SMOOTHING = 0.3  # weight of a window's new limit
 WINDOW_SECONDS = 0.1
 WINDOW_SAMPLES = 25  # a p90 of fewer would be a sample or two
 BASELINE_SAMPLES = 20
+HOLD_SECONDS = 0.25  # a baseline hold ends by then even if its samples have not finished
 BASELINE_INTERVAL = 10.0
 FIRST_RECHECK = 1.0  # the first baseline is measured cold: again this soon after
 BASELINE_JITTER = 0.2  # share of the interval added at random (replicas do not all pause at once)
@@ -35,6 +36,10 @@ class InflightLimit(Protocol):
     """What load shedding asks of a limit."""
 
     def current(self) -> int: ...
+
+    def recheck(self, now: float) -> int:
+        """`current()` once what is due by time now is done (a baseline hold's end)."""
+        ...
 
     def observe(self, started: float, finished: float, inflight: int) -> bool:
         """One admitted request's start and end and the requests in flight when it started;
@@ -49,6 +54,9 @@ class FixedLimit:
     cap: int
 
     def current(self) -> int:
+        return self.cap
+
+    def recheck(self, now: float) -> int:
         return self.cap
 
     def observe(self, started: float, finished: float, inflight: int) -> bool:
@@ -72,7 +80,8 @@ class GradientLimit:
       measures it (a replica under light load keeps it fresh); under load, every
       `BASELINE_INTERVAL` seconds (jittered; the first time after `FIRST_RECHECK`, the first
       baseline having met cold caches and new connections) the limit is held at `min_limit`
-      until `BASELINE_SAMPLES` requests that started inside that hold have finished. A hold
+      until `BASELINE_SAMPLES` requests that started inside that hold have finished, or
+      `HOLD_SECONDS` have passed (then the baseline stays as it was). A hold
       starts only at the end of a window whose requests reached the limit (a window's worth
       of load that the limit holds back): a replica the limit does not bind is never held,
       and neither is a burst shorter than a window nor the first calls to a fresh or idle
@@ -118,13 +127,23 @@ class GradientLimit:
             return self.min_limit
         return max(self.min_limit, int(self.limit))
 
+    def recheck(self, now: float) -> int:
+        """A hold past `HOLD_SECONDS` ends now, measured or not: slow requests in flight
+        cannot keep the limit at `min_limit` (they would shut the replica until they end)."""
+        if self.holding_since is not None and now - self.holding_since >= HOLD_SECONDS:
+            self._end_hold(now)
+        return self.current()
+
     def observe(self, started: float, finished: float, inflight: int) -> bool:
         before = self.current()
         latency = finished - started
         if self.holding_since is not None:
             if started >= self.holding_since:
                 self._hold_samples.append(latency)
-            if len(self._hold_samples) >= BASELINE_SAMPLES:
+            if (
+                len(self._hold_samples) >= BASELINE_SAMPLES
+                or finished - self.holding_since >= HOLD_SECONDS
+            ):
                 self._end_hold(finished)
             return self.current() != before
         if started - self._last_finished > WINDOW_SECONDS:
@@ -143,17 +162,21 @@ class GradientLimit:
         self._hold_samples = []
 
     def _end_hold(self, now: float) -> None:
-        self._schedule_hold(now)
-        self.baseline = percentile(self._hold_samples, PERCENTILE)
+        """The hold's baseline when `BASELINE_SAMPLES` finished inside it; one cut short by
+        `HOLD_SECONDS` keeps the baseline it had (its few samples would be the fast ones)."""
+        measured = len(self._hold_samples) >= BASELINE_SAMPLES
+        self._schedule_hold(now, first=measured and self.baseline is None)
+        if measured:
+            self.baseline = percentile(self._hold_samples, PERCENTILE)
         self.holding_since = None
         self._hold_samples = []
         self._restart_window(now)
         self._last_finished = now
 
-    def _schedule_hold(self, now: float) -> None:
+    def _schedule_hold(self, now: float, *, first: bool) -> None:
         """The next hold: soon after the first baseline (it met a cold replica), else after
-        the interval; jittered."""
-        interval = BASELINE_INTERVAL if self.baseline is not None else FIRST_RECHECK
+        the interval (a hold cut short too); jittered."""
+        interval = FIRST_RECHECK if first else BASELINE_INTERVAL
         self.next_hold = now + interval * (1 + BASELINE_JITTER * self.jitter())
 
     def _restart_window(self, now: float) -> None:
@@ -169,7 +192,7 @@ class GradientLimit:
         if not busy:
             # Nothing queued behind this window's requests: its latency is a baseline.
             if self.baseline is None:
-                self._schedule_hold(now)
+                self._schedule_hold(now, first=True)
             self.baseline = latency
         elif self._peak >= int(self.limit) and now >= self.next_hold:
             self._start_hold(now)  # (its end restarts the window)

@@ -22,6 +22,7 @@ from service.app_keys import CONFIG, METRICS, OVERLOAD
 from service.edge import headers as h
 from service.edge.paths import MCP_PATH, REGISTER_PATH, REVOKE_PATH, TOKEN_PATH
 from service.edge.request_ids import new_request_id
+from service.edge.waiters import WAIT_CLOCK, WaitClock
 from service.observability.metrics.app_metrics import Metrics
 from service.server.connections import Connection
 from service.server.overload.metrics import watch_overload
@@ -90,21 +91,29 @@ def count_in_flight(overload: Overload) -> Middleware:
 
     The limit is by default the fixed cap `ELOVA_SHED_MAX_INFLIGHT` (twice the PostgreSQL
     pool); with `ELOVA_SHED_ADMISSION=adaptive` (opt-in, issue 42) one that adapts to the
-    latency of the admitted requests, bounded by that cap."""
+    latency of the admitted requests, bounded by that cap.
+
+    A request waiting for an admission slot is a waiter, not in flight, meanwhile
+    (slot_waits.py, `waiting`): its waits are bounded by the waiter bounds instead, and
+    their time is left out of the latency the limit sees."""
+    waiters = overload.waiters
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in REFUSALS:
             return await handler(request)
         overload.inflight += 1
-        inflight = overload.inflight
+        inflight = overload.inflight - waiters.count
         conn = request.protocol
         started = conn.received_at if isinstance(conn, Connection) else time.monotonic()
+        clock = WaitClock(waiters)
+        token = WAIT_CLOCK.set(clock)
         try:
             return await handler(request)
         finally:
+            WAIT_CLOCK.reset(token)
             overload.inflight -= 1
-            overload.limit.observe(started, time.monotonic(), inflight)
+            overload.limit.observe(started + clock.seconds, time.monotonic(), inflight)
 
     return middleware
 

@@ -9,8 +9,10 @@ at the threshold and stops under `STOP_FRACTION` of it (docs/decisions/floods.md
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from service.edge.waiters import Waiters
 from service.server.overload.inflight_limit import (
     MIN_LIMIT,
     FixedLimit,
@@ -26,13 +28,16 @@ STOP_FRACTION = 0.5  # shedding stops under this fraction of the threshold
 
 @dataclass
 class Overload:
-    """The shedding decision of one app: the smoothed loop lag and the requests in flight."""
+    """The shedding decision of one app: the smoothed loop lag and the requests in flight.
+    `inflight` counts every admitted request of the shed routes; those of them waiting for
+    an admission slot now (`waiters`) are not in flight for the limit."""
 
     lag_threshold: float  # seconds; 0: lag never sheds
     limit: InflightLimit = field(default_factory=lambda: FixedLimit(20))
     smoothed_lag: float = 0.0
     lagging: bool = False
     inflight: int = 0
+    waiters: Waiters = field(default_factory=Waiters)
 
     @classmethod
     def from_settings(cls, settings: Shedding, now: float) -> Overload:
@@ -61,6 +66,7 @@ class Overload:
         """Why a new request is refused now (loop_lag | inflight), or None to admit it."""
         if self.lagging:
             return "loop_lag"
-        if self.inflight >= self.limit.current():
+        busy = self.inflight - self.waiters.count
+        if busy >= self.limit.current() and busy >= self.limit.recheck(time.monotonic()):
             return "inflight"
         return None
