@@ -95,6 +95,72 @@ async def test_slots_end_with_the_lease_that_granted_them_even_for_waiters() -> 
     assert await waiter and slots.held == 2
 
 
+async def test_a_freed_slot_goes_to_the_waiting_account_holding_the_fewest() -> None:
+    slots = ReplicaSlots(cap=3, max_waiters=10)
+    busy, other, idle = uuid4(), uuid4(), uuid4()
+    assert slots.take(busy) and slots.take(busy) and slots.take(other)
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+
+    async def waiter(name: str, account: object) -> None:
+        assert await slots.wait(loop.time() + 1.0, account)  # type: ignore[arg-type]
+        order.append(name)
+
+    names = [("busy1", busy), ("busy2", busy), ("other1", other), ("idle1", idle)]
+    tasks = []
+    for name, account in names:  # arriving in this order
+        tasks.append(asyncio.create_task(waiter(name, account)))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.01)
+    assert slots.next_account() == idle  # holds none
+    for holder in (busy, busy, other, other):
+        slots.give_back(holder)
+        await asyncio.sleep(0.01)
+    # Each freed slot to the waiting account holding the fewest, not the oldest waiter:
+    # idle (0, against 1 and 1), busy (down to 0), other (down to 0), busy's second.
+    assert order == ["idle1", "busy1", "other1", "busy2"]
+    await asyncio.gather(*tasks)
+
+
+async def test_among_accounts_holding_as_many_the_oldest_waiter_goes_first() -> None:
+    slots = ReplicaSlots(cap=3, max_waiters=10)
+    first, second, third = uuid4(), uuid4(), uuid4()
+    assert slots.take(first) and slots.take(second) and slots.take(third)
+    loop = asyncio.get_running_loop()
+    late = asyncio.create_task(slots.wait(loop.time() + 1.0, second))
+    await asyncio.sleep(0)
+    early = asyncio.create_task(slots.wait(loop.time() + 1.0, first))
+    await asyncio.sleep(0)
+    assert slots.next_account() == second  # both hold 1: its waiter came first
+    slots.give_back(third)
+    assert await late and not early.done()
+    slots.give_back(second)
+    assert await early
+    assert slots.held == 3 and slots.waiting == 0
+
+
+async def test_within_an_account_waiters_go_in_arrival_order_and_are_bounded() -> None:
+    slots = ReplicaSlots(cap=1, max_waiters=10, max_per_account=2)
+    account = uuid4()
+    assert slots.take(account)
+    loop = asyncio.get_running_loop()
+    order: list[int] = []
+
+    async def waiter(n: int) -> None:
+        assert await slots.wait(loop.time() + 1.0, account)
+        order.append(n)
+
+    tasks = [asyncio.create_task(waiter(n)) for n in range(2)]
+    await asyncio.sleep(0.01)
+    assert not await slots.wait(loop.time() + 1.0, account)  # its account's bound
+    assert slots.waiting == 2 and slots.holding(account) == 1
+    for _ in range(3):
+        slots.give_back(account)
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*tasks)
+    assert order == [0, 1] and slots.held == 0 and slots.holding(account) == 0
+
+
 async def test_account_waits_go_in_arrival_order_within_their_bounds() -> None:
     waits = SlotWaits(max_waiters=3, max_per_account=2)
     busy, other = uuid4(), uuid4()

@@ -207,3 +207,32 @@ def test_percentile() -> None:
     assert il.percentile(values, 0.9) == 9.0
     assert il.percentile(values, 0.5) == 5.0
     assert il.percentile([7.0], 0.9) == 7.0
+
+
+def test_a_hold_ends_by_time_when_its_requests_are_slow() -> None:
+    limit = fresh()
+    for i in range(il.WINDOW_SAMPLES):
+        limit.observe(i * 0.004, i * 0.004 + 10 * MS, 20)
+    assert limit.holding_since is not None
+    start = limit.holding_since
+    # Two slow calls hold both places: nothing finishes, nothing else is admitted.
+    assert limit.recheck(start + il.HOLD_SECONDS / 2) == il.MIN_LIMIT
+    assert limit.recheck(start + il.HOLD_SECONDS) == 20  # ended unmeasured: the cap again
+    assert limit.holding_since is None and limit.baseline is None
+    assert limit.next_hold >= start + il.HOLD_SECONDS + il.BASELINE_INTERVAL
+
+
+def test_a_hold_cut_short_keeps_the_baseline_it_had() -> None:
+    limit = fresh()
+    for i in range(il.WINDOW_SAMPLES):
+        limit.observe(i * 0.004, i * 0.004 + 10 * MS, 20)
+    start = limit.holding_since
+    assert start is not None
+    for i in range(il.BASELINE_SAMPLES):
+        limit.observe(start + i * 0.001, start + i * 0.001 + 2 * MS, 2)
+    assert limit.baseline == pytest.approx(2 * MS)
+    limit.holding_since = 10.0  # the next hold, started at 10 s
+    limit.observe(10.0, 10.0 + 1 * MS, 2)  # one fast sample, then a slow finish past the bound
+    assert limit.observe(10.0, 10.0 + il.HOLD_SECONDS, 2)
+    assert limit.holding_since is None
+    assert limit.baseline == pytest.approx(2 * MS)  # not the few samples' 1 ms

@@ -142,3 +142,12 @@ def test_refusal_runs_by_key_are_bounded_and_only_refusals_start_one() -> None:
     for i in range(RefusalRuns.MAX_KEYS + 10):
         runs.pause(i, 429, 1.0)
     assert len(runs._runs) == RefusalRuns.MAX_KEYS
+
+
+def test_requests_waiting_for_a_slot_are_not_in_flight() -> None:
+    overload = Overload(THRESHOLD, FixedLimit(2))
+    overload.inflight = 10
+    overload.waiters.count = 9  # e.g. in their accounts' queues
+    assert overload.refusal() is None
+    overload.waiters.count = 8
+    assert overload.refusal() == "inflight"
