@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 BUFFER_BYTES = 1024 * 1024
+_NEWLINE = ord("\n")
 REPORT_SECONDS = 5.0  # the longest `tell_operator` waits for a full stderr
 
 
@@ -58,6 +59,7 @@ class LineOutput:
         self._loop: asyncio.AbstractEventLoop | None = None  # writing `_pending` out
         self._room: list[asyncio.Future[None]] = []
         self.dropped = 0  # log lines dropped because the pipe stayed full
+        self.mid_line = False  # the pipe holds the head of a line whose tail is `_pending`
         if self._fd is not None:
             stream.flush()  # what the stream buffered goes first
 
@@ -85,6 +87,8 @@ class LineOutput:
                 written = self._out.write(lines)
             except BlockingIOError:
                 written = 0
+            if written:
+                self.mid_line = lines[written - 1] != _NEWLINE
             if written < len(lines):
                 self._pending += lines[written:]  # a line begun is always finished
                 self._watch()
@@ -139,6 +143,8 @@ class LineOutput:
                 return
             except OSError:  # the reader is gone (EPIPE): nothing will take these bytes
                 written = len(self._pending)
+            if written:
+                self.mid_line = self._pending[written - 1] != _NEWLINE
             del self._pending[:written]
             if self._pending:
                 return
@@ -181,10 +187,15 @@ class _Unwaiting:
             self.fd = fd
 
     def write(self, data: bytes | bytearray) -> int:
-        """Bytes written (BlockingIOError: none, the pipe is full)."""
+        """Bytes written (BlockingIOError: none, the pipe is full). To a pipe, at most
+        PIPE_BUF bytes ending at a line's end: such a write is atomic, so another writer of
+        the same pipe (a `2>&1` stderr) never lands inside one of our lines."""
         if self._sock is not None:
             return self._sock.send(data, socket.MSG_DONTWAIT)
-        return os.write(self.fd, data)
+        if len(data) <= select.PIPE_BUF:
+            return os.write(self.fd, data)
+        end = data.rfind(b"\n", 0, select.PIPE_BUF)
+        return os.write(self.fd, memoryview(data)[: end + 1 if end >= 0 else select.PIPE_BUF])
 
 
 def _own_description(fd: int) -> int | None:
@@ -203,6 +214,8 @@ def tell_operator(line: bytes, seconds: float = REPORT_SECONDS) -> bool:
     2's flags: a pipe through a description of our own, anything else after `poll` says it
     has room. False: not written (stderr closed, or still full)."""
     deadline = time.monotonic() + seconds
+    if _stdout_mid_line_on_stderr():
+        line = b"\n" + line  # a `2>&1` pipe holds the head of a stdout line: end it first
     view = memoryview(line)
     own = None
     try:
@@ -222,6 +235,20 @@ def tell_operator(line: bytes, seconds: float = REPORT_SECONDS) -> bool:
     finally:
         if own is not None:
             os.close(own)
+
+
+def _stdout_mid_line_on_stderr() -> bool:
+    """Whether one of our outputs stopped mid-line in the very pipe fd 2 writes to."""
+    try:
+        two = os.fstat(2)
+        for out in _OUTPUTS.values():
+            if out.mid_line and out._fd is not None:
+                one = os.fstat(out._fd)
+                if (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino):
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 _OUTPUTS: dict[int, LineOutput] = {}
