@@ -26,12 +26,11 @@ class WaitClock:
     """One request's waits for a slot: counted in its replica's `Waiters` while they last,
     their seconds summed (the in-flight limit's latency leaves them out)."""
 
-    __slots__ = ("seconds", "since", "waiters")
+    __slots__ = ("seconds", "waiters")
 
     def __init__(self, waiters: Waiters) -> None:
         self.waiters = waiters
         self.seconds = 0.0
-        self.since = 0.0
 
 
 # The running request's clock, set by load shedding's in-flight count (shedding.py).
